@@ -1,0 +1,45 @@
+"""policylab: policy-gradient RL for language models and control, one shared algebra.
+
+Public API (DESIGN.md): `policy_loss`, `advantages`, `kl` / `kl_estimator`, `value_loss`,
+`reward_shaping`, `Rollouts`, `Registry`, and the `list_*` functions."""
+
+from policylab.api import (
+    advantages,
+    kl,
+    kl_estimator,
+    list_advantages,
+    list_agg_modes,
+    list_algorithms,
+    list_kl,
+    list_losses,
+    list_reward_shaping,
+    list_value_losses,
+    policy_loss,
+    reward_shaping,
+    value_loss,
+)
+from policylab.recipes import Recipe
+from policylab.registry import Registry, UnknownNameError
+from policylab.rollouts import Rollouts
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Recipe",
+    "Registry",
+    "Rollouts",
+    "UnknownNameError",
+    "advantages",
+    "kl",
+    "kl_estimator",
+    "list_advantages",
+    "list_agg_modes",
+    "list_algorithms",
+    "list_kl",
+    "list_losses",
+    "list_reward_shaping",
+    "list_value_losses",
+    "policy_loss",
+    "reward_shaping",
+    "value_loss",
+]

@@ -1,0 +1,217 @@
+"""The public entry points over the registries: `policy_loss`, `advantages`,
+`kl_estimator`, `value_loss`, `reward_shaping` and the `list_*` functions.
+
+Each takes a registered component name, or an algorithm (recipe) name that gives that
+recipe's component with the recipe's defaults, plus keyword overrides; it returns a
+callable over plain keyword tensors (nested lists are accepted too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from policylab import recipes as recipe_book
+from policylab.algebra.advantages import advantage_estimators
+from policylab.algebra.aggregate import AGG_MODES
+from policylab.algebra.kl import kl_estimators
+from policylab.algebra.losses import policy_losses
+from policylab.algebra.options import build_options
+from policylab.algebra.shaping import reward_shapers
+from policylab.algebra.value import value_losses
+from policylab.registry import Entry, Registry, UnknownNameError
+from policylab.rollouts import Rollouts
+
+
+def _resolve(name: str, registry: Registry, kind: str) -> tuple[Entry, dict[str, Any]]:
+    """The entry for `name`, or the recipe `name`'s component of `kind` with its defaults."""
+    if name in registry:
+        return registry.entry(name), {}
+    if name in recipe_book.recipes:
+        recipe = recipe_book.get(name)
+        component = {"advantage": recipe.advantage, "loss": recipe.loss,
+                     "value": recipe.value_loss}[kind]
+        if component is None:
+            raise ValueError(f"algorithm {name!r} has no {registry.kind}")
+        return registry.entry(component), recipe.component_defaults(kind)
+    raise UnknownNameError(
+        f"unknown {registry.kind} {name!r}; choices: {', '.join(registry.names())}; "
+        f"or an algorithm: {', '.join(recipe_book.names())}"
+    )
+
+
+def _float(x: Any, like: torch.Tensor | None = None) -> torch.Tensor | None:
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return x
+    dtype = like.dtype if like is not None and like.is_floating_point() else None
+    return torch.as_tensor(x, dtype=dtype or torch.get_default_dtype())
+
+
+class PolicyLoss:
+    """A policy loss with its options bound: `loss, metrics = fn(logprobs=..., ...)`."""
+
+    def __init__(self, name: str, entry: Entry, options: Any) -> None:
+        self.name, self.fn, self.options = name, entry.fn, options
+
+    def __call__(self, logprobs=None, old_logprobs=None, advantages=None, response_mask=None, *,
+                 ref_logprobs=None, rollouts: Rollouts | None = None,
+                 normaliser: float | None = None):
+        missing = [n for n, v in (("logprobs", logprobs), ("old_logprobs", old_logprobs),
+                                  ("advantages", advantages), ("response_mask", response_mask))
+                   if v is None]
+        if missing:
+            raise TypeError(f"policy loss {self.name!r} needs {', '.join(missing)}")
+        logprobs = _float(logprobs)
+        return self.fn(
+            logprobs, _float(old_logprobs, logprobs), _float(advantages, logprobs),
+            _float(response_mask, logprobs), self.options,
+            ref_logprobs=_float(ref_logprobs, logprobs), rollouts=rollouts,
+            normaliser=normaliser,
+        )
+
+    def __repr__(self) -> str:
+        return f"policy_loss({self.name!r}, {self.options})"
+
+
+class AdvantageEstimator:
+    """An advantage estimator with its options bound: `A = fn(rewards=..., ...)`, or
+    `fn(rollouts)`. Without a response_mask it returns one advantage per row ([B])."""
+
+    def __init__(self, name: str, entry: Entry, options: Any) -> None:
+        self.name, self.fn, self.options = name, entry.fn, options
+
+    def __call__(self, rollouts: Rollouts | None = None, *, rewards=None, group_ids=None,
+                 response_mask=None, logprobs=None, ref_logprobs=None, values=None,
+                 token_rewards=None) -> torch.Tensor:
+        if rollouts is not None:
+            return self.fn(rollouts, self.options)
+        token_rewards, values = _float(token_rewards), _float(values)
+        logprobs, ref_logprobs = _float(logprobs), _float(ref_logprobs)
+        per_row = response_mask is None
+        if per_row:
+            like = next((t for t in (token_rewards, values, logprobs) if t is not None), None)
+            per_row = like is None
+            if like is not None:
+                response_mask = torch.ones_like(like)
+        if rewards is None:
+            if token_rewards is None:
+                raise TypeError(f"advantage estimator {self.name!r} needs rewards")
+            mask = torch.ones_like(token_rewards) if response_mask is None else response_mask
+            rewards = (_float(mask) * token_rewards).sum(dim=-1)
+        rewards = _float(rewards)
+        if per_row:
+            response_mask = torch.ones(len(rewards), 1)
+        batch = Rollouts(
+            rewards=rewards, response_mask=_float(response_mask),
+            group_ids=None if group_ids is None else torch.as_tensor(group_ids),
+            logprobs=logprobs, ref_logprobs=ref_logprobs, values=values,
+            token_rewards=token_rewards,
+        )
+        adv = self.fn(batch, self.options)
+        return adv[:, 0] if per_row else adv
+
+    def __repr__(self) -> str:
+        return f"advantages({self.name!r}, {self.options})"
+
+
+class ValueLoss:
+    """A value loss with its options bound: `loss, metrics = fn(values=..., ...)`."""
+
+    def __init__(self, name: str, entry: Entry, options: Any) -> None:
+        self.name, self.fn, self.options = name, entry.fn, options
+
+    def __call__(self, values, old_values, returns, response_mask, *,
+                 normaliser: float | None = None):
+        values = _float(values)
+        return self.fn(values, _float(old_values, values), _float(returns, values),
+                       _float(response_mask, values), self.options, normaliser=normaliser)
+
+
+class RewardShaping:
+    """A reward-shaping rule with its options bound: `penalty = fn(lengths=...)`."""
+
+    def __init__(self, name: str, entry: Entry, options: Any) -> None:
+        self.name, self.fn, self.options = name, entry.fn, options
+
+    def __call__(self, **columns: Any) -> torch.Tensor:
+        return self.fn(self.options, **columns)
+
+
+def policy_loss(name: str, **overrides: Any) -> PolicyLoss:
+    """The policy loss `name` (a registered loss or an algorithm) with `overrides` applied.
+
+    >>> loss, metrics = policy_loss("dapo")(logprobs=lp, old_logprobs=old,
+    ...                                    advantages=adv, response_mask=mask)"""
+    entry, defaults = _resolve(name, policy_losses, "loss")
+    options = build_options(entry.config, {**defaults, **overrides}, where=f"policy_loss({name!r})")
+    return PolicyLoss(name, entry, options)
+
+
+def advantages(name: str, **overrides: Any) -> AdvantageEstimator:
+    """The advantage estimator `name` (a registered estimator or an algorithm).
+
+    >>> A = advantages("grpo")(rewards=[1, 0, 0, 1], group_ids=[0, 0, 0, 0])"""
+    entry, defaults = _resolve(name, advantage_estimators, "advantage")
+    options = build_options(entry.config, {**defaults, **overrides},
+                            where=f"advantages({name!r})")
+    return AdvantageEstimator(name, entry, options)
+
+
+def value_loss(name: str, **overrides: Any) -> ValueLoss:
+    """The value loss `name` (e.g. "value_clip", or an algorithm with a critic such as "ppo")."""
+    entry, defaults = _resolve(name, value_losses, "value")
+    options = build_options(entry.config, {**defaults, **overrides},
+                            where=f"value_loss({name!r})")
+    return ValueLoss(name, entry, options)
+
+
+def reward_shaping(name: str, **overrides: Any) -> RewardShaping:
+    """The reward-shaping rule `name` (e.g. "overlong") with `overrides` applied."""
+    entry = reward_shapers.entry(name)
+    options = build_options(entry.config, overrides, where=f"reward_shaping({name!r})")
+    return RewardShaping(name, entry, options)
+
+
+def kl_estimator(name: str):
+    """The KL estimator `name`: `fn(logprobs, ref_logprobs) -> per-token estimate`."""
+    fn = kl_estimators.get(name)
+
+    def estimate(logprobs, ref_logprobs):
+        logprobs = _float(logprobs)
+        return fn(logprobs, _float(ref_logprobs, logprobs))
+
+    estimate.__doc__ = fn.__doc__
+    return estimate
+
+
+kl = kl_estimator  # DESIGN.md's public name
+
+
+def list_losses() -> list[str]:
+    return policy_losses.names()
+
+
+def list_advantages() -> list[str]:
+    return advantage_estimators.names()
+
+
+def list_kl() -> list[str]:
+    return kl_estimators.names()
+
+
+def list_value_losses() -> list[str]:
+    return value_losses.names()
+
+
+def list_reward_shaping() -> list[str]:
+    return reward_shapers.names()
+
+
+def list_agg_modes() -> list[str]:
+    return list(AGG_MODES)
+
+
+def list_algorithms() -> list[str]:
+    return recipe_book.names()

@@ -1,0 +1,168 @@
+"""Rollouts: the one batch type every workflow produces and every algebra function reads.
+
+One row per sampled response (language models) or per time step (control). Fields and
+shapes are the contract of DESIGN.md; construction validates them and a failure names the
+field, the shape received and the shape expected."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+_TOKEN_FIELDS = ("logprobs", "ref_logprobs", "values", "entropy", "segment_ids", "token_rewards")
+_ROW_FIELDS = ("agent_ids", "dones", "truncated")
+_INTEGER_FIELDS = ("response_ids", "group_ids", "segment_ids", "agent_ids")
+_FLOAT_FIELDS = ("logprobs", "ref_logprobs", "values", "entropy", "token_rewards", "rewards")
+
+
+def _shape(x: torch.Tensor) -> str:
+    return "[" + ", ".join(str(d) for d in x.shape) + "]"
+
+
+@dataclass
+class Rollouts:
+    """A batch of B rows; token fields are [B, T], row fields [B].
+
+    Required: `rewards` [B] and `response_mask` [B, T] (0/1). `group_ids` [B] defaults to
+    one group per row. Every other field is optional and checked when present."""
+
+    rewards: torch.Tensor
+    response_mask: torch.Tensor
+    group_ids: torch.Tensor | None = None
+    response_ids: torch.Tensor | None = None
+    logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
+    segment_ids: torch.Tensor | None = None
+    token_rewards: torch.Tensor | None = None
+    agent_ids: torch.Tensor | None = None
+    actions: torch.Tensor | None = None
+    dones: torch.Tensor | None = None
+    truncated: torch.Tensor | None = None
+    reward_parts: dict[str, torch.Tensor] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("reward_parts", "extras") or value is None:
+                continue
+            if not isinstance(value, torch.Tensor):
+                try:
+                    value = torch.as_tensor(value)
+                except (TypeError, ValueError, RuntimeError) as err:
+                    raise ValueError(f"Rollouts.{f.name} must be a tensor: {err}") from None
+                if f.name in _FLOAT_FIELDS and not value.is_floating_point():
+                    value = value.to(torch.get_default_dtype())
+                setattr(self, f.name, value)
+        if self.group_ids is None:
+            self.group_ids = torch.arange(len(self.rewards), device=self.rewards.device)
+        self.reward_parts = {k: torch.as_tensor(v) for k, v in self.reward_parts.items()}
+        self.validate()
+
+    # ---- validation -------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        return int(self.response_mask.shape[0])
+
+    def __len__(self) -> int:
+        return self.batch_size
+
+    def validate(self) -> None:
+        mask = self.response_mask
+        if mask.dim() != 2:
+            raise ValueError(
+                f"Rollouts.response_mask has shape {_shape(mask)}; expected [B, T] (2 dims)"
+            )
+        B, T = mask.shape
+        if not _is_binary(mask):
+            raise ValueError("Rollouts.response_mask must hold only 0 and 1 (or booleans)")
+        self._expect("rewards", (B,), "[B]")
+        self._expect("group_ids", (B,), "[B]")
+        if self.response_ids is not None:
+            self._expect("response_ids", (B, T), "[B, T]")
+        for name in _TOKEN_FIELDS:
+            if getattr(self, name) is not None:
+                self._expect(name, (B, T), "[B, T]")
+        for name in _ROW_FIELDS:
+            if getattr(self, name) is not None:
+                self._expect(name, (B,), "[B]")
+        if self.actions is not None and (self.actions.dim() == 0 or self.actions.shape[0] != B):
+            raise ValueError(
+                f"Rollouts.actions has shape {_shape(self.actions)}; expected [B, ...] with B={B}"
+            )
+        for name in _INTEGER_FIELDS:
+            value = getattr(self, name)
+            if value is not None and (value.is_floating_point() or value.is_complex()):
+                raise ValueError(f"Rollouts.{name} must be an integer tensor, got {value.dtype}")
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not value.is_floating_point():
+                raise ValueError(f"Rollouts.{name} must be a floating tensor, got {value.dtype}")
+        for name in ("dones", "truncated"):
+            value = getattr(self, name)
+            if value is not None and not _is_binary(value):
+                raise ValueError(f"Rollouts.{name} must hold only 0/1 or booleans")
+        for key, part in self.reward_parts.items():
+            if part.shape != (B,):
+                raise ValueError(
+                    f"Rollouts.reward_parts[{key!r}] has shape {_shape(part)}; expected [B] "
+                    f"with B={B}"
+                )
+        for key, column in self.extras.items():
+            if len(column) != B:
+                raise ValueError(
+                    f"Rollouts.extras[{key!r}] has {len(column)} rows; expected B={B}"
+                )
+
+    def _expect(self, name: str, shape: tuple[int, ...], pattern: str) -> None:
+        value = getattr(self, name)
+        if tuple(value.shape) != shape:
+            dims = dict(zip(("B", "T"), self.response_mask.shape))
+            given = ", ".join(f"{k}={v}" for k, v in dims.items())
+            raise ValueError(
+                f"Rollouts.{name} has shape {_shape(value)}; expected {pattern} "
+                f"({given}, from response_mask)"
+            )
+
+    def require(self, *names: str, by: str) -> None:
+        """Fail clearly when a component needs fields this batch lacks."""
+        missing = [n for n in names if getattr(self, n) is None]
+        if missing:
+            raise ValueError(f"{by} needs Rollouts.{', Rollouts.'.join(missing)}, which is not set")
+
+    # ---- row selection ----------------------------------------------------------------
+    def select(self, rows: torch.Tensor | list[int] | slice) -> Rollouts:
+        """A new Rollouts with the given rows (indices, boolean mask or slice)."""
+        if isinstance(rows, slice):
+            rows = torch.arange(self.batch_size)[rows]
+        rows = torch.as_tensor(rows)
+        if rows.dtype == torch.bool:
+            rows = rows.nonzero(as_tuple=True)[0]
+        index = rows.tolist()
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "reward_parts":
+                out[f.name] = {k: v[rows] for k, v in value.items()}
+            elif f.name == "extras":
+                out[f.name] = {
+                    k: v[rows] if isinstance(v, torch.Tensor) else [v[i] for i in index]
+                    for k, v in value.items()
+                }
+            else:
+                out[f.name] = None if value is None else value[rows]
+        return Rollouts(**out)
+
+    def replace(self, **changes: Any) -> Rollouts:
+        return dataclasses.replace(self, **changes)
+
+
+def _is_binary(x: torch.Tensor) -> bool:
+    if x.dtype == torch.bool:
+        return True
+    return bool(((x == 0) | (x == 1)).all())
