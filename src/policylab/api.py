@@ -174,6 +174,55 @@ def reward_shaping(name: str, **overrides: Any) -> RewardShaping:
     return RewardShaping(name, entry, options)
 
 
+class Components:
+    """The bound components of one algorithm, as a trainer uses them."""
+
+    def __init__(self, recipe: recipe_book.Recipe, advantage: AdvantageEstimator,
+                 loss: PolicyLoss, value: ValueLoss | None) -> None:
+        self.recipe, self.advantage, self.loss, self.value = recipe, advantage, loss, value
+
+
+def components(
+    algorithm: str,
+    *,
+    max_new_tokens: int | None = None,
+    advantage_overrides: dict[str, Any] | None = None,
+    loss_overrides: dict[str, Any] | None = None,
+    value_overrides: dict[str, Any] | None = None,
+) -> Components:
+    """The advantage estimator, policy loss and (if any) value loss of `algorithm`, with the
+    recipe's defaults and the given overrides. Unlike `advantages(name)`, where a registered
+    estimator of the same name wins (`advantages("rloo")` is the bare estimator, without the
+    recipe's KL-in-reward), this always reads the recipe. A loss that divides by the generation budget
+    (seq-mean-token-sum-norm) gets L_max = max_new_tokens unless it was set."""
+    recipe = recipe_book.get(algorithm)
+    loss_overrides = dict(loss_overrides or {})
+    mode = loss_overrides.get("loss_agg_mode", recipe.component_defaults("loss").get("loss_agg_mode"))
+    budget = loss_overrides.get("L_max", recipe.component_defaults("loss").get("L_max"))
+    if mode == "seq-mean-token-sum-norm" and budget is None:
+        loss_overrides["L_max"] = max_new_tokens
+    value = None
+    if recipe.value_loss is not None:
+        value = _bound(ValueLoss, value_losses, recipe.value_loss, recipe.component_defaults("value"),
+                       value_overrides, algorithm)
+    return Components(
+        recipe,
+        _bound(AdvantageEstimator, advantage_estimators, recipe.advantage,
+               recipe.component_defaults("advantage"), advantage_overrides, algorithm),
+        _bound(PolicyLoss, policy_losses, recipe.loss, recipe.component_defaults("loss"),
+               loss_overrides, algorithm),
+        value,
+    )
+
+
+def _bound(cls, registry: Registry, component: str, defaults: dict[str, Any],
+           overrides: dict[str, Any] | None, algorithm: str):
+    entry = registry.entry(component)
+    options = build_options(entry.config, {**defaults, **(overrides or {})},
+                            where=f"{algorithm}: {registry.kind} {component!r}")
+    return cls(component, entry, options)
+
+
 def kl_estimator(name: str):
     """The KL estimator `name`: `fn(logprobs, ref_logprobs) -> per-token estimate`."""
     fn = kl_estimators.get(name)

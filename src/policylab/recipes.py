@@ -303,7 +303,7 @@ add(Recipe(
         "eps_high": S(0.2, "[code TRL, OpenRLHF] symmetric clip"),
         "loss_agg_mode": S("token-mean", "[ours] token-mean as verl's default"),
     },
-    training={"samples_per_prompt": S(4, "[paper §5] k = 4 samples per prompt is their main setting")},
+    training={"samples_per_prompt": S(4, "[ours] the paper runs RLOO with k = 2 and k = 4 samples; we take 4")},
 ))
 
 add(Recipe(

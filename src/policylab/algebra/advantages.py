@@ -317,6 +317,16 @@ def gae_advantages(rollouts: Rollouts, cfg: GAEOptions) -> torch.Tensor:
     return adv
 
 
+def value_targets(rollouts: Rollouts, cfg: GAEOptions) -> torch.Tensor:
+    """The critic's regression targets for `gae_advantages(rollouts, cfg)`: Â + V, built from
+    the same token rewards (KL penalty included), never whitened."""
+    rollouts.require("values", by="gae value targets")
+    rho = _token_rewards(rollouts, cfg, by="gae")
+    _, returns = _backward_discounted(rho, rollouts.values, rollouts.response_mask, cfg.gamma,
+                                      cfg.lam)
+    return returns
+
+
 def gae_returns(
     token_rewards: torch.Tensor,
     values: torch.Tensor,

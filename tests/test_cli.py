@@ -1,0 +1,45 @@
+"""The `policylab` command: list, describe, bandit."""
+
+import pytest
+
+from policylab.cli import main
+
+
+def test_list_shows_algorithms_and_components(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "ppo",
+                 "ppo_clip", "gae", "k3", "token-mean"):
+        assert name in out
+
+
+def test_describe_grpo_shows_formula_paper_and_sourced_defaults(capsys):
+    assert main(["describe", "grpo"]) == 0
+    out = capsys.readouterr().out
+    assert "arXiv:2402.03300" in out
+    assert "k3" in out and "0.04" in out
+    assert "[paper §4.2]" in out  # the source of the KL coefficient, not swallowed as markup
+    assert "seq-mean-token-mean" in out
+
+
+def test_describe_a_component(capsys):
+    assert main(["describe", "k3_low_var"]) == 0
+    assert "verl" in capsys.readouterr().out
+
+
+def test_describe_unknown_name_lists_choices(capsys):
+    assert main(["describe", "grpoo"]) == 2
+    out = capsys.readouterr().out
+    assert "unknown name 'grpoo'" in out and "dapo" in out
+
+
+def test_bandit_runs_the_chosen_algorithms(capsys):
+    assert main(["bandit", "--algos", "grpo,cispo", "--seeds", "1", "--steps", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "grpo" in out and "cispo" in out and "dapo" not in out
+
+
+@pytest.mark.parametrize("algos", ["nope", "grpo,nope"])
+def test_bandit_rejects_unknown_algorithms(capsys, algos):
+    assert main(["bandit", "--algos", algos, "--seeds", "1"]) == 2
+    assert "unknown algorithm" in capsys.readouterr().out
