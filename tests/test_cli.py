@@ -8,8 +8,20 @@ from policylab.cli import main
 def test_list_shows_algorithms_and_components(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in ("grpo", "dr_grpo", "dapo", "gspo", "cispo", "rloo", "reinforce_pp", "ppo",
-                 "ppo_clip", "gae", "k3", "token-mean"):
+    for name in (
+        "grpo",
+        "dr_grpo",
+        "dapo",
+        "gspo",
+        "cispo",
+        "rloo",
+        "reinforce_pp",
+        "ppo",
+        "ppo_clip",
+        "gae",
+        "k3",
+        "token-mean",
+    ):
         assert name in out
 
 

@@ -46,7 +46,11 @@ def test_dapo_is_ppo_clip_with_clip_higher_and_token_mean():
     assert fn.fn is policy_losses.get("ppo_clip")
     opts = fn.options
     assert (opts.eps_low, opts.eps_high, opts.loss_agg_mode, opts.kl_coef) == (
-        0.2, 0.28, "token-mean", 0.0)
+        0.2,
+        0.28,
+        "token-mean",
+        0.0,
+    )
 
 
 def test_grpo_recipe_needs_a_reference_and_says_so():
@@ -54,8 +58,9 @@ def test_grpo_recipe_needs_a_reference_and_says_so():
     assert not recipes.get("dapo").needs_reference
     lp = torch.zeros(2, 3)
     with pytest.raises(ValueError, match="ref_logprobs"):
-        policylab.policy_loss("grpo")(logprobs=lp, old_logprobs=lp, advantages=torch.ones(2),
-                                      response_mask=torch.ones(2, 3))
+        policylab.policy_loss("grpo")(
+            logprobs=lp, old_logprobs=lp, advantages=torch.ones(2), response_mask=torch.ones(2, 3)
+        )
 
 
 def test_dr_grpo_loss_asks_for_the_generation_budget():

@@ -23,17 +23,20 @@ from policylab.registry import Entry, Registry, UnknownNameError
 from policylab.rollouts import Rollouts
 
 
-def _resolve(name: str, registry: Registry, kind: str) -> tuple[Entry, dict[str, Any]]:
-    """The entry for `name`, or the recipe `name`'s component of `kind` with its defaults."""
+def _resolve(name: str, registry: Registry, kind: str) -> tuple[str, dict[str, Any]]:
+    """`name` itself, or the recipe `name`'s component of `kind` with the recipe's defaults."""
     if name in registry:
-        return registry.entry(name), {}
+        return name, {}
     if name in recipe_book.recipes:
         recipe = recipe_book.get(name)
-        component = {"advantage": recipe.advantage, "loss": recipe.loss,
-                     "value": recipe.value_loss}[kind]
+        component = {
+            "advantage": recipe.advantage,
+            "loss": recipe.loss,
+            "value": recipe.value_loss,
+        }[kind]
         if component is None:
             raise ValueError(f"algorithm {name!r} has no {registry.kind}")
-        return registry.entry(component), recipe.component_defaults(kind)
+        return component, recipe.component_defaults(kind)
     raise UnknownNameError(
         f"unknown {registry.kind} {name!r}; choices: {', '.join(registry.names())}; "
         f"or an algorithm: {', '.join(recipe_book.names())}"
@@ -55,19 +58,38 @@ class PolicyLoss:
     def __init__(self, name: str, entry: Entry, options: Any) -> None:
         self.name, self.fn, self.options = name, entry.fn, options
 
-    def __call__(self, logprobs=None, old_logprobs=None, advantages=None, response_mask=None, *,
-                 ref_logprobs=None, rollouts: Rollouts | None = None,
-                 normaliser: float | None = None):
-        missing = [n for n, v in (("logprobs", logprobs), ("old_logprobs", old_logprobs),
-                                  ("advantages", advantages), ("response_mask", response_mask))
-                   if v is None]
+    def __call__(
+        self,
+        logprobs=None,
+        old_logprobs=None,
+        advantages=None,
+        response_mask=None,
+        *,
+        ref_logprobs=None,
+        rollouts: Rollouts | None = None,
+        normaliser: float | None = None,
+    ):
+        missing = [
+            n
+            for n, v in (
+                ("logprobs", logprobs),
+                ("old_logprobs", old_logprobs),
+                ("advantages", advantages),
+                ("response_mask", response_mask),
+            )
+            if v is None
+        ]
         if missing:
             raise TypeError(f"policy loss {self.name!r} needs {', '.join(missing)}")
         logprobs = _float(logprobs)
         return self.fn(
-            logprobs, _float(old_logprobs, logprobs), _float(advantages, logprobs),
-            _float(response_mask, logprobs), self.options,
-            ref_logprobs=_float(ref_logprobs, logprobs), rollouts=rollouts,
+            logprobs,
+            _float(old_logprobs, logprobs),
+            _float(advantages, logprobs),
+            _float(response_mask, logprobs),
+            self.options,
+            ref_logprobs=_float(ref_logprobs, logprobs),
+            rollouts=rollouts,
             normaliser=normaliser,
         )
 
@@ -82,9 +104,18 @@ class AdvantageEstimator:
     def __init__(self, name: str, entry: Entry, options: Any) -> None:
         self.name, self.fn, self.options = name, entry.fn, options
 
-    def __call__(self, rollouts: Rollouts | None = None, *, rewards=None, group_ids=None,
-                 response_mask=None, logprobs=None, ref_logprobs=None, values=None,
-                 token_rewards=None) -> torch.Tensor:
+    def __call__(
+        self,
+        rollouts: Rollouts | None = None,
+        *,
+        rewards=None,
+        group_ids=None,
+        response_mask=None,
+        logprobs=None,
+        ref_logprobs=None,
+        values=None,
+        token_rewards=None,
+    ) -> torch.Tensor:
         if rollouts is not None:
             return self.fn(rollouts, self.options)
         token_rewards, values = _float(token_rewards), _float(values)
@@ -104,9 +135,12 @@ class AdvantageEstimator:
         if per_row:
             response_mask = torch.ones(len(rewards), 1)
         batch = Rollouts(
-            rewards=rewards, response_mask=_float(response_mask),
+            rewards=rewards,
+            response_mask=_float(response_mask),
             group_ids=None if group_ids is None else torch.as_tensor(group_ids),
-            logprobs=logprobs, ref_logprobs=ref_logprobs, values=values,
+            logprobs=logprobs,
+            ref_logprobs=ref_logprobs,
+            values=values,
             token_rewards=token_rewards,
         )
         adv = self.fn(batch, self.options)
@@ -122,11 +156,18 @@ class ValueLoss:
     def __init__(self, name: str, entry: Entry, options: Any) -> None:
         self.name, self.fn, self.options = name, entry.fn, options
 
-    def __call__(self, values, old_values, returns, response_mask, *,
-                 normaliser: float | None = None):
+    def __call__(
+        self, values, old_values, returns, response_mask, *, normaliser: float | None = None
+    ):
         values = _float(values)
-        return self.fn(values, _float(old_values, values), _float(returns, values),
-                       _float(response_mask, values), self.options, normaliser=normaliser)
+        return self.fn(
+            values,
+            _float(old_values, values),
+            _float(returns, values),
+            _float(response_mask, values),
+            self.options,
+            normaliser=normaliser,
+        )
 
 
 class RewardShaping:
@@ -144,27 +185,31 @@ def policy_loss(name: str, **overrides: Any) -> PolicyLoss:
 
     >>> loss, metrics = policy_loss("dapo")(logprobs=lp, old_logprobs=old,
     ...                                    advantages=adv, response_mask=mask)"""
-    entry, defaults = _resolve(name, policy_losses, "loss")
-    options = build_options(entry.config, {**defaults, **overrides}, where=f"policy_loss({name!r})")
-    return PolicyLoss(name, entry, options)
+    component, defaults = _resolve(name, policy_losses, "loss")
+    return _bound(
+        PolicyLoss, policy_losses, component, defaults, overrides, f"policy_loss({name!r})"
+    )
 
 
 def advantages(name: str, **overrides: Any) -> AdvantageEstimator:
     """The advantage estimator `name` (a registered estimator or an algorithm).
 
     >>> A = advantages("grpo")(rewards=[1, 0, 0, 1], group_ids=[0, 0, 0, 0])"""
-    entry, defaults = _resolve(name, advantage_estimators, "advantage")
-    options = build_options(entry.config, {**defaults, **overrides},
-                            where=f"advantages({name!r})")
-    return AdvantageEstimator(name, entry, options)
+    component, defaults = _resolve(name, advantage_estimators, "advantage")
+    return _bound(
+        AdvantageEstimator,
+        advantage_estimators,
+        component,
+        defaults,
+        overrides,
+        f"advantages({name!r})",
+    )
 
 
 def value_loss(name: str, **overrides: Any) -> ValueLoss:
     """The value loss `name` (e.g. "value_clip", or an algorithm with a critic such as "ppo")."""
-    entry, defaults = _resolve(name, value_losses, "value")
-    options = build_options(entry.config, {**defaults, **overrides},
-                            where=f"value_loss({name!r})")
-    return ValueLoss(name, entry, options)
+    component, defaults = _resolve(name, value_losses, "value")
+    return _bound(ValueLoss, value_losses, component, defaults, overrides, f"value_loss({name!r})")
 
 
 def reward_shaping(name: str, **overrides: Any) -> RewardShaping:
@@ -177,8 +222,13 @@ def reward_shaping(name: str, **overrides: Any) -> RewardShaping:
 class Components:
     """The bound components of one algorithm, as a trainer uses them."""
 
-    def __init__(self, recipe: recipe_book.Recipe, advantage: AdvantageEstimator,
-                 loss: PolicyLoss, value: ValueLoss | None) -> None:
+    def __init__(
+        self,
+        recipe: recipe_book.Recipe,
+        advantage: AdvantageEstimator,
+        loss: PolicyLoss,
+        value: ValueLoss | None,
+    ) -> None:
         self.recipe, self.advantage, self.loss, self.value = recipe, advantage, loss, value
 
 
@@ -193,33 +243,57 @@ def components(
     """The advantage estimator, policy loss and (if any) value loss of `algorithm`, with the
     recipe's defaults and the given overrides. Unlike `advantages(name)`, where a registered
     estimator of the same name wins (`advantages("rloo")` is the bare estimator, without the
-    recipe's KL-in-reward), this always reads the recipe. A loss that divides by the generation budget
-    (seq-mean-token-sum-norm) gets L_max = max_new_tokens unless it was set."""
+    recipe's KL-in-reward), this always reads the recipe. A loss that divides by the
+    generation budget (seq-mean-token-sum-norm) gets L_max = max_new_tokens unless set."""
     recipe = recipe_book.get(algorithm)
     loss_overrides = dict(loss_overrides or {})
-    mode = loss_overrides.get("loss_agg_mode", recipe.component_defaults("loss").get("loss_agg_mode"))
+    mode = loss_overrides.get(
+        "loss_agg_mode", recipe.component_defaults("loss").get("loss_agg_mode")
+    )
     budget = loss_overrides.get("L_max", recipe.component_defaults("loss").get("L_max"))
     if mode == "seq-mean-token-sum-norm" and budget is None:
         loss_overrides["L_max"] = max_new_tokens
+    where = f"algorithm {algorithm!r}"
     value = None
     if recipe.value_loss is not None:
-        value = _bound(ValueLoss, value_losses, recipe.value_loss, recipe.component_defaults("value"),
-                       value_overrides, algorithm)
-    return Components(
-        recipe,
-        _bound(AdvantageEstimator, advantage_estimators, recipe.advantage,
-               recipe.component_defaults("advantage"), advantage_overrides, algorithm),
-        _bound(PolicyLoss, policy_losses, recipe.loss, recipe.component_defaults("loss"),
-               loss_overrides, algorithm),
-        value,
+        value = _bound(
+            ValueLoss,
+            value_losses,
+            recipe.value_loss,
+            recipe.component_defaults("value"),
+            value_overrides,
+            where,
+        )
+    advantage = _bound(
+        AdvantageEstimator,
+        advantage_estimators,
+        recipe.advantage,
+        recipe.component_defaults("advantage"),
+        advantage_overrides,
+        where,
     )
+    loss = _bound(
+        PolicyLoss,
+        policy_losses,
+        recipe.loss,
+        recipe.component_defaults("loss"),
+        loss_overrides,
+        where,
+    )
+    return Components(recipe, advantage, loss, value)
 
 
-def _bound(cls, registry: Registry, component: str, defaults: dict[str, Any],
-           overrides: dict[str, Any] | None, algorithm: str):
+def _bound(
+    cls,
+    registry: Registry,
+    component: str,
+    defaults: dict[str, Any],
+    overrides: dict[str, Any] | None,
+    where: str,
+):
+    """`cls` over the registered `component` with `defaults` updated by `overrides`."""
     entry = registry.entry(component)
-    options = build_options(entry.config, {**defaults, **(overrides or {})},
-                            where=f"{algorithm}: {registry.kind} {component!r}")
+    options = build_options(entry.config, {**defaults, **(overrides or {})}, where=where)
     return cls(component, entry, options)
 
 

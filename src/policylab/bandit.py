@@ -71,8 +71,11 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
             actions = torch.multinomial(log_pi.exp(), B, replacement=True, generator=gen)
             rewards = torch.bernoulli(arm_probs[actions], generator=gen)
             batch = Rollouts(
-                rewards=rewards, response_mask=mask, group_ids=group_ids,
-                response_ids=actions.unsqueeze(-1), logprobs=log_pi[actions].unsqueeze(-1),
+                rewards=rewards,
+                response_mask=mask,
+                group_ids=group_ids,
+                response_ids=actions.unsqueeze(-1),
+                logprobs=log_pi[actions].unsqueeze(-1),
                 ref_logprobs=reference[actions].unsqueeze(-1),
                 values=value.detach().expand(B, 1).clone(),
             )
@@ -85,8 +88,11 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
             for rows in order.chunk(cfg.minibatches):
                 logp = torch.log_softmax(logits, dim=0)[actions[rows]].unsqueeze(-1)
                 loss, _ = parts.loss(
-                    logprobs=logp, old_logprobs=batch.logprobs[rows], advantages=adv[rows],
-                    response_mask=mask[rows], ref_logprobs=batch.ref_logprobs[rows],
+                    logprobs=logp,
+                    old_logprobs=batch.logprobs[rows],
+                    advantages=adv[rows],
+                    response_mask=mask[rows],
+                    ref_logprobs=batch.ref_logprobs[rows],
                 )
                 if parts.value is not None:
                     v_loss, _ = parts.value(
@@ -99,8 +105,9 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
         history.append(float(torch.softmax(logits.detach(), dim=0)[best]))
 
     reached = next((i + 1 for i, p in enumerate(history) if p >= cfg.target), None)
-    return BanditResult(algorithm, cfg.seed, history[-1], reached,
-                        time.perf_counter() - start, history)
+    return BanditResult(
+        algorithm, cfg.seed, history[-1], reached, time.perf_counter() - start, history
+    )
 
 
 def _gae_options(options) -> GAEOptions:

@@ -1,8 +1,8 @@
 """The `policylab` command: parses arguments and calls the Python API.
 
-    policylab list                  registered components and named algorithms
-    policylab describe NAME         an algorithm's formula, paper and every default with its source
-    policylab bandit                every algorithm on the softmax bandit (the current demo)
+policylab list                  registered components and named algorithms
+policylab describe NAME         an algorithm's formula, paper and every default with its source
+policylab bandit                every algorithm on the softmax bandit (the current demo)
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ from policylab.algebra.value import value_losses
 from policylab.registry import Registry
 
 REGISTRIES: tuple[Registry, ...] = (
-    advantage_estimators, policy_losses, kl_estimators, value_losses, reward_shapers,
+    advantage_estimators,
+    policy_losses,
+    kl_estimators,
+    value_losses,
+    reward_shapers,
 )
 
 
@@ -60,8 +64,10 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
     for line in recipe.formula.splitlines():
         console.print(f"  {escape(line)}", highlight=False)
     console.print("\n[bold]components[/bold]")
-    console.print(f"  advantage: {recipe.advantage}   loss: {recipe.loss}"
-                  + (f"   value loss: {recipe.value_loss}" if recipe.value_loss else ""))
+    console.print(
+        f"  advantage: {recipe.advantage}   loss: {recipe.loss}"
+        + (f"   value loss: {recipe.value_loss}" if recipe.value_loss else "")
+    )
     console.print(f"  KL: {recipe.kl}   selection: {recipe.selection or 'all rows'}")
     table = Table(title="defaults", title_justify="left")
     for col in ("setting", "value", "source"):
@@ -73,15 +79,19 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
     ):
         if component is None:
             continue
-        chosen = {"advantage": recipe.advantage_options, "loss": recipe.loss_options,
-                  "value": recipe.value_options}[kind]
+        chosen = {
+            "advantage": recipe.advantage_options,
+            "loss": recipe.loss_options,
+            "value": recipe.value_options,
+        }[kind]
         for option, default, help_ in describe_options(registry.entry(component).config):
             if option in chosen:
                 setting = chosen[option]
                 table.add_row(f"{component}.{option}", repr(setting.value), escape(setting.source))
             else:
-                table.add_row(f"{component}.{option}", repr(default),
-                              escape(f"component default: {help_}"))
+                table.add_row(
+                    f"{component}.{option}", repr(default), escape(f"component default: {help_}")
+                )
     for shaper, options in recipe.reward_shaping.items():
         for option, setting in options.items():
             table.add_row(f"{shaper}.{option}", repr(setting.value), escape(setting.source))
@@ -129,8 +139,10 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
     algos = args.algos.split(",") if args.algos else recipe_book.names()
     unknown = [a for a in algos if a not in recipe_book.recipes]
     if unknown:
-        console.print(f"[red]unknown algorithm(s) {', '.join(unknown)}[/red]; "
-                      f"choices: {', '.join(recipe_book.names())}")
+        console.print(
+            f"[red]unknown algorithm(s) {', '.join(unknown)}[/red]; "
+            f"choices: {', '.join(recipe_book.names())}"
+        )
         return 2
     cfg = BanditConfig(steps=args.steps)
     console.print(
@@ -147,7 +159,9 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
         steps = [r.steps_to_target for r in results]
         shown = ", ".join("—" if s is None else str(s) for s in steps)
         table.add_row(
-            algo, f"{sum(probs) / len(probs):.3f} [{min(probs):.3f}, {max(probs):.3f}]", shown,
+            algo,
+            f"{sum(probs) / len(probs):.3f} [{min(probs):.3f}, {max(probs):.3f}]",
+            shown,
             f"{sum(r.seconds for r in results):.1f}",
         )
     console.print(table)

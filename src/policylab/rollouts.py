@@ -115,14 +115,12 @@ class Rollouts:
                 )
         for key, column in self.extras.items():
             if len(column) != B:
-                raise ValueError(
-                    f"Rollouts.extras[{key!r}] has {len(column)} rows; expected B={B}"
-                )
+                raise ValueError(f"Rollouts.extras[{key!r}] has {len(column)} rows; expected B={B}")
 
     def _expect(self, name: str, shape: tuple[int, ...], pattern: str) -> None:
         value = getattr(self, name)
         if tuple(value.shape) != shape:
-            dims = dict(zip(("B", "T"), self.response_mask.shape))
+            dims = dict(zip(("B", "T"), self.response_mask.shape, strict=True))
             given = ", ".join(f"{k}={v}" for k, v in dims.items())
             raise ValueError(
                 f"Rollouts.{name} has shape {_shape(value)}; expected {pattern} "

@@ -151,9 +151,7 @@ def outcome_token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Te
     return torch.where(at_last & (mask > 0), values.expand(mask.shape), values.new_zeros(()))
 
 
-def masked_whiten(
-    x: torch.Tensor, mask: torch.Tensor, *, unbiased: bool = False
-) -> torch.Tensor:
+def masked_whiten(x: torch.Tensor, mask: torch.Tensor, *, unbiased: bool = False) -> torch.Tensor:
     """(x − μ)/σ over the valid tokens of the whole batch, 0 at masked positions.
 
     Population variance with sqrt(max(v, 1e-8)) (OpenRLHF), or with `unbiased` verl's
@@ -215,7 +213,9 @@ def _token_rewards(rollouts: Rollouts, cfg: KLInRewardOptions, *, by: str) -> to
         rho = outcome_token_rewards(rollouts.rewards, mask)
     if cfg.kl_coef > 0:
         rollouts.require("logprobs", "ref_logprobs", by=f"{by} with kl_coef > 0")
-        penalty = kl_reward_penalty(rollouts.logprobs, rollouts.ref_logprobs, mask, cfg.kl_estimator)
+        penalty = kl_reward_penalty(
+            rollouts.logprobs, rollouts.ref_logprobs, mask, cfg.kl_estimator
+        )
         rho = rho - cfg.kl_coef * penalty.to(rho.dtype)
     return rho
 
@@ -322,8 +322,9 @@ def value_targets(rollouts: Rollouts, cfg: GAEOptions) -> torch.Tensor:
     the same token rewards (KL penalty included), never whitened."""
     rollouts.require("values", by="gae value targets")
     rho = _token_rewards(rollouts, cfg, by="gae")
-    _, returns = _backward_discounted(rho, rollouts.values, rollouts.response_mask, cfg.gamma,
-                                      cfg.lam)
+    _, returns = _backward_discounted(
+        rho, rollouts.values, rollouts.response_mask, cfg.gamma, cfg.lam
+    )
     return returns
 
 

@@ -85,7 +85,10 @@ def aggregate(
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """⟨x⟩ = Σ m·x / Σ m over valid positions (0 when there are none); no gradient logic."""
+    """⟨x⟩ = Σ m·x / Σ m over valid positions (0 when there are none); a boolean x gives the
+    fraction of valid positions where it holds (computed in float64, so it is exact)."""
+    if x.dtype == torch.bool:
+        x = x.to(torch.float64)
     valid = mask > 0
     total = valid.sum()
     if total == 0:

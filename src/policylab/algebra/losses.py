@@ -35,7 +35,9 @@ class LossOptions:
 
     loss_agg_mode: str = option("token-mean", f"how token losses become a scalar: {AGG_MODES}")
     L_max: int | None = option(None, "generation budget for seq-mean-token-sum-norm (Dr. GRPO)")
-    kl_estimator: str | None = option(None, "KL-to-reference estimator in the loss: k1, k2, k3, ...")
+    kl_estimator: str | None = option(
+        None, "KL-to-reference estimator in the loss: k1, k2, k3, ..."
+    )
     kl_coef: float = option(0.0, "β of the KL term in the loss (0 = no reference model needed)")
 
     def __post_init__(self) -> None:
@@ -56,15 +58,18 @@ class LossOptions:
 @dataclass(frozen=True)
 class PPOClipOptions(LossOptions):
     eps_low: float = option(0.2, "lower clip range: ratio floor 1 − eps_low")
-    eps_high: float = option(0.2, "upper clip range: ratio cap 1 + eps_high (clip-higher > eps_low)")
+    eps_high: float = option(
+        0.2, "upper clip range: ratio cap 1 + eps_high (clip-higher > eps_low)"
+    )
     dual_clip_c: float | None = option(None, "dual-clip bound c > 1 for A < 0 (None = off)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_range("ppo_clip", "eps_low", self.eps_low, low=0.0, high=1.0)
         check_range("ppo_clip", "eps_high", self.eps_high, low=0.0)
-        check_range("ppo_clip", "dual_clip_c", self.dual_clip_c, low=1.0, low_open=True,
-                    allow_none=True)
+        check_range(
+            "ppo_clip", "dual_clip_c", self.dual_clip_c, low=1.0, low_open=True, allow_none=True
+        )
 
 
 @dataclass(frozen=True)
@@ -166,8 +171,9 @@ def add_kl_term(
             f"this loss has a KL term (kl_coef={cfg.kl_coef}, kl_estimator={cfg.kl_estimator!r}) "
             "and needs ref_logprobs; pass them, or set kl_coef=0 to train without a reference"
         )
-    ref = torch.where(terms.valid, ref_logprobs.detach().to(terms.logp.dtype),
-                      torch.zeros_like(terms.logp))
+    ref = torch.where(
+        terms.valid, ref_logprobs.detach().to(terms.logp.dtype), torch.zeros_like(terms.logp)
+    )
     kl = kl_estimators.get(cfg.kl_estimator)(terms.logp, ref)
     kl = torch.where(terms.valid, kl, torch.zeros_like(kl))
     kl_loss = _reduce(kl, terms, cfg, normaliser)
@@ -182,17 +188,24 @@ def _clip_fractions(terms: TokenTerms, ratio, low: float, high: float) -> dict[s
         low_hit = (terms.adv < 0) & (ratio < low)
         high_hit = (terms.adv > 0) & (ratio > high)
         return {
-            "pg/clipfrac_low": float(masked_mean(low_hit.float(), terms.valid)),
-            "pg/clipfrac_high": float(masked_mean(high_hit.float(), terms.valid)),
-            "pg/clipfrac": float(masked_mean((low_hit | high_hit).float(), terms.valid)),
+            "pg/clipfrac_low": float(masked_mean(low_hit, terms.valid)),
+            "pg/clipfrac_high": float(masked_mean(high_hit, terms.valid)),
+            "pg/clipfrac": float(masked_mean((low_hit | high_hit), terms.valid)),
         }
 
 
 # ---- losses -----------------------------------------------------------------------------------
 @policy_losses.register("ppo_clip", config=PPOClipOptions)
 def ppo_clip_loss(
-    logprobs, old_logprobs, advantages, response_mask, cfg: PPOClipOptions, *,
-    ref_logprobs=None, rollouts=None, normaliser=None,
+    logprobs,
+    old_logprobs,
+    advantages,
+    response_mask,
+    cfg: PPOClipOptions,
+    *,
+    ref_logprobs=None,
+    rollouts=None,
+    normaliser=None,
 ):
     """PPO's clipped surrogate per token, with clip-higher and optional dual clip.
 
@@ -208,14 +221,24 @@ def ppo_clip_loss(
         L = torch.where(A < 0, torch.minimum(L, -cfg.dual_clip_c * A), L)
         with torch.no_grad():
             dual = (A < 0) & (r > cfg.dual_clip_c)
-            metrics["pg/dualclip_frac"] = float(masked_mean(dual.float(), terms.valid))
+            metrics["pg/dualclip_frac"] = float(masked_mean(dual, terms.valid))
     metrics.update(ratio_metrics(terms))
-    return add_kl_term(_reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg,
-                       normaliser)
+    return add_kl_term(
+        _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
+    )
 
 
-def _gspo(logprobs, old_logprobs, advantages, response_mask, cfg, ref_logprobs, normaliser,
-          *, token_level: bool):
+def _gspo(
+    logprobs,
+    old_logprobs,
+    advantages,
+    response_mask,
+    cfg,
+    ref_logprobs,
+    normaliser,
+    *,
+    token_level: bool,
+):
     terms = token_terms(logprobs, old_logprobs, advantages, response_mask)
     lengths = terms.valid.sum(dim=-1)
     seq_log_ratio = (terms.log_ratio.sum(dim=-1) / lengths.clamp(min=1)).clamp(
@@ -232,49 +255,89 @@ def _gspo(logprobs, old_logprobs, advantages, response_mask, cfg, ref_logprobs, 
     metrics = _clip_fractions(terms, s_tok.detach(), low, high)
     with torch.no_grad():
         rows = lengths > 0
-        row_adv = (A.sum(dim=-1) / lengths.clamp(min=1))
+        row_adv = A.sum(dim=-1) / lengths.clamp(min=1)
         n_rows = max(int(rows.sum()), 1)
         metrics["gspo/seq_clipfrac_low"] = float(((row_adv < 0) & (s < low) & rows).sum()) / n_rows
-        metrics["gspo/seq_clipfrac_high"] = float(((row_adv > 0) & (s > high) & rows).sum()) / n_rows
+        metrics["gspo/seq_clipfrac_high"] = (
+            float(((row_adv > 0) & (s > high) & rows).sum()) / n_rows
+        )
         metrics["gspo/seq_ratio_mean"] = float(s[rows].mean()) if rows.any() else 0.0
         metrics["gspo/seq_ratio_max"] = float(s[rows].max()) if rows.any() else 0.0
         metrics["gspo/seq_ratio_min"] = float(s[rows].min()) if rows.any() else 0.0
     metrics.update(ratio_metrics(terms))
-    return add_kl_term(_reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg,
-                       normaliser)
+    return add_kl_term(
+        _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
+    )
 
 
 @policy_losses.register("gspo", config=GSPOOptions)
 def gspo_loss(
-    logprobs, old_logprobs, advantages, response_mask, cfg: GSPOOptions, *,
-    ref_logprobs=None, rollouts=None, normaliser=None,
+    logprobs,
+    old_logprobs,
+    advantages,
+    response_mask,
+    cfg: GSPOOptions,
+    *,
+    ref_logprobs=None,
+    rollouts=None,
+    normaliser=None,
 ):
     """GSPO: one length-normalised importance ratio per sequence, clipped in a tiny range
     (Zheng et al., arXiv:2507.18071 eq. 5).
 
     s_i = exp(Σ_t m·(logp − old_logp) / |o_i|); L[i,t] = max(−A·s_i, −A·clip(s_i, 1 − ε_low,
     1 + ε_high)); defaults ε = (3e-4, 4e-4) from §5.1, seq-mean-token-mean."""
-    return _gspo(logprobs, old_logprobs, advantages, response_mask, cfg, ref_logprobs,
-                 normaliser, token_level=False)
+    return _gspo(
+        logprobs,
+        old_logprobs,
+        advantages,
+        response_mask,
+        cfg,
+        ref_logprobs,
+        normaliser,
+        token_level=False,
+    )
 
 
 @policy_losses.register("gspo_token", config=GSPOOptions)
 def gspo_token_loss(
-    logprobs, old_logprobs, advantages, response_mask, cfg: GSPOOptions, *,
-    ref_logprobs=None, rollouts=None, normaliser=None,
+    logprobs,
+    old_logprobs,
+    advantages,
+    response_mask,
+    cfg: GSPOOptions,
+    *,
+    ref_logprobs=None,
+    rollouts=None,
+    normaliser=None,
 ):
     """GSPO-token: the sequence ratio's value with a per-token gradient, so token-level
     advantages are possible (arXiv:2507.18071 §4.3); equals GSPO when A is constant per row.
 
     s[i,t] = sg[s_i]·exp(logp[i,t] − sg[logp[i,t]]); same min/clip per token."""
-    return _gspo(logprobs, old_logprobs, advantages, response_mask, cfg, ref_logprobs,
-                 normaliser, token_level=True)
+    return _gspo(
+        logprobs,
+        old_logprobs,
+        advantages,
+        response_mask,
+        cfg,
+        ref_logprobs,
+        normaliser,
+        token_level=True,
+    )
 
 
 @policy_losses.register("cispo", config=CISPOOptions)
 def cispo_loss(
-    logprobs, old_logprobs, advantages, response_mask, cfg: CISPOOptions, *,
-    ref_logprobs=None, rollouts=None, normaliser=None,
+    logprobs,
+    old_logprobs,
+    advantages,
+    response_mask,
+    cfg: CISPOOptions,
+    *,
+    ref_logprobs=None,
+    rollouts=None,
+    normaliser=None,
 ):
     """CISPO: REINFORCE with a clipped, detached importance weight, so no token loses its
     gradient (MiniMax-M1, arXiv:2506.13585 §3.1).
@@ -287,24 +350,33 @@ def cispo_loss(
     L = -w * terms.adv * terms.logp
     with torch.no_grad():
         metrics = {
-            "cispo/is_clipfrac": float(masked_mean((w != terms.ratio).float(), terms.valid)),
+            "cispo/is_clipfrac": float(masked_mean((w != terms.ratio), terms.valid)),
             "cispo/weight_mean": float(masked_mean(w, terms.valid)),
             "cispo/surrogate": float(masked_mean(w * terms.adv, terms.valid)),
         }
     metrics.update(ratio_metrics(terms))
-    return add_kl_term(_reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg,
-                       normaliser)
+    return add_kl_term(
+        _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
+    )
 
 
 @policy_losses.register("reinforce", config=ReinforceOptions)
 def reinforce_loss(
-    logprobs, old_logprobs, advantages, response_mask, cfg: ReinforceOptions, *,
-    ref_logprobs=None, rollouts=None, normaliser=None,
+    logprobs,
+    old_logprobs,
+    advantages,
+    response_mask,
+    cfg: ReinforceOptions,
+    *,
+    ref_logprobs=None,
+    rollouts=None,
+    normaliser=None,
 ):
     """Plain REINFORCE (Williams 1992): L = −A·logp, no importance ratio, no clip.
     On-policy only: with several inner epochs the samples are stale and uncorrected."""
     terms = token_terms(logprobs, old_logprobs, advantages, response_mask)
     L = -terms.adv * terms.logp
     metrics = ratio_metrics(terms)
-    return add_kl_term(_reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg,
-                       normaliser)
+    return add_kl_term(
+        _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
+    )

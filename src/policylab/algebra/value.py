@@ -16,7 +16,9 @@ value_losses: Registry = Registry("value loss")
 
 @dataclass(frozen=True)
 class ValueClipOptions:
-    clip: float | None = option(0.5, "ε_v: V may move at most this far from V_old (None = unclipped)")
+    clip: float | None = option(
+        0.5, "ε_v: V may move at most this far from V_old (None = unclipped)"
+    )
     loss_agg_mode: str = option("token-mean", "aggregation of the per-token squared errors")
 
     def __post_init__(self) -> None:
@@ -25,8 +27,9 @@ class ValueClipOptions:
 
 
 @value_losses.register("value_clip", config=ValueClipOptions)
-def value_clip_loss(values, old_values, returns, response_mask, cfg: ValueClipOptions, *,
-                    normaliser=None):
+def value_clip_loss(
+    values, old_values, returns, response_mask, cfg: ValueClipOptions, *, normaliser=None
+):
     """Clipped value loss of OpenAI baselines (used by PPO implementations, not in the paper).
 
     V_c = clip(V, V_old − ε_v, V_old + ε_v); L_v = ½·agg(max((V − ret)², (V_c − ret)²), m).
@@ -53,7 +56,7 @@ def value_clip_loss(values, old_values, returns, response_mask, cfg: ValueClipOp
         explained = 1.0 - resid.var(unbiased=False) / var if var > 0 else torch.tensor(0.0)
         metrics = {
             "vf/loss": float(loss.detach()),
-            "vf/clipfrac": float(masked_mean(clipped_more.float(), valid)),
+            "vf/clipfrac": float(masked_mean(clipped_more, valid)),
             "vf/explained_var": float(explained),
             "vf/value_mean": float(masked_mean(V.detach(), valid)),
         }
