@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 BIN        := $(VENV)/bin
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint assets clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
+
+# Rebuilds the shipped tiny model from scratch (fixed seeds, SFTConfig defaults).
+assets: $(VENV)/.installed
+	$(BIN)/policylab sft out=src/policylab/assets/tiny
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests

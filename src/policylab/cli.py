@@ -168,6 +168,54 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
     return 0
 
 
+def _sft(console: Console, args: argparse.Namespace) -> int:
+    from policylab.config import load, parse_overrides
+    from policylab.trainers.sft import SFTConfig, sft
+
+    cfg = load(SFTConfig, args.config, parse_overrides(args.overrides))
+    console.print(f"SFT of a fresh tiny model on {', '.join(cfg.tasks)} → {cfg.out}")
+    meta = sft(cfg, progress=True)
+    _print_scores(console, meta["heldout"], f"held-out after {cfg.steps} steps")
+    console.print(
+        f"saved to {cfg.out} ({meta['parameters']:,} parameters, "
+        f"{meta['train_seconds']} s of training)"
+    )
+    return 0
+
+
+def _eval(console: Console, args: argparse.Namespace) -> int:
+    from policylab import tasks
+    from policylab.config import parse_overrides
+    from policylab.evaluate import evaluate
+    from policylab.models import load_model
+
+    model, tokenizer = load_model(args.model)
+    names = args.task.split(",") if args.task != "all" else tasks.names()
+    knobs = parse_overrides(args.knobs)
+    scores = {}
+    for name in names:
+        task = tasks.get(name, **knobs)
+        scores[name] = evaluate(
+            model, tokenizer, task, n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens
+        ).as_dict()
+    _print_scores(console, scores, f"{args.model}: {args.n} held-out examples, seed {args.seed}")
+    return 0
+
+
+def _print_scores(console: Console, scores: dict, title: str) -> None:
+    table = Table(title=title, title_justify="left")
+    for col in ("task", "greedy accuracy", "greedy reward", "sampled reward (T=1)"):
+        table.add_column(col)
+    for name, s in scores.items():
+        table.add_row(
+            name,
+            f"{s['eval/greedy_accuracy']:.3f}",
+            f"{s['eval/greedy_reward']:.3f}",
+            f"{s['eval/sampled_reward']:.3f}",
+        )
+    console.print(table)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="policylab", description="Policy-gradient RL: one algebra, many papers."
@@ -180,14 +228,52 @@ def main(argv: list[str] | None = None) -> int:
     bandit.add_argument("--algos", default="", help="comma-separated algorithms (default: all)")
     bandit.add_argument("--seeds", type=int, default=3, help="seeds per algorithm")
     bandit.add_argument("--steps", type=int, default=300, help="training steps per run")
+    sft = sub.add_parser(
+        "sft",
+        help="train the tiny model on task demonstrations",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="fields (key=value):\n" + _fields("sft"),
+    )
+    sft.add_argument("--config", default=None, help="YAML file of fields")
+    sft.add_argument("overrides", nargs="*", help="key=value field overrides")
+    ev = sub.add_parser("eval", help="held-out accuracy and mean reward of a model on tasks")
+    ev.add_argument("--model", default="tiny", help='"tiny" (shipped), a folder or a hub id')
+    ev.add_argument("--task", default="all", help="a task, comma-separated tasks, or all")
+    ev.add_argument("--n", type=int, default=200, help="held-out examples per task")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the held-out draw and sampling")
+    ev.add_argument("--max-new-tokens", type=int, default=24, help="generation budget")
+    ev.add_argument("knobs", nargs="*", help="task difficulty knobs as key=value")
     args = parser.parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 120)
+    _quiet_transformers()
     if args.command == "list":
         _list(console)
         return 0
     if args.command == "describe":
         return _describe(console, args.name)
-    return _bandit(console, args)
+    commands = {"bandit": _bandit, "sft": _sft, "eval": _eval}
+    try:
+        return commands[args.command](console, args)
+    except (ValueError, KeyError, FileNotFoundError) as err:
+        console.print(f"[red]error:[/red] {escape(str(err))}")
+        return 2
+
+
+def _fields(command: str) -> str:
+    from policylab.config import describe_fields
+    from policylab.trainers.sft import SFTConfig
+
+    return describe_fields({"sft": SFTConfig}[command])
+
+
+def _quiet_transformers() -> None:
+    """No per-file progress bars from transformers when loading and saving models."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 if __name__ == "__main__":

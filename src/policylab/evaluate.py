@@ -1,0 +1,79 @@
+"""Held-out evaluation of a causal LM on a task: greedy accuracy and sampled reward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from policylab.engines import HFEngine, Sampling
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    task: str
+    n: int
+    greedy_accuracy: float  # fraction of greedy answers with full reward (1.0)
+    greedy_reward: float  # mean verifier reward of the greedy answers
+    sampled_reward: float  # mean verifier reward at temperature 1
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "eval/greedy_accuracy": self.greedy_accuracy,
+            "eval/greedy_reward": self.greedy_reward,
+            "eval/sampled_reward": self.sampled_reward,
+        }
+
+
+def prompt_ids(tokenizer, prompts: list) -> list[list[int]]:
+    """Token ids of plain-text prompts, or of chat messages via the chat template."""
+    out = []
+    for p in prompts:
+        if isinstance(p, str):
+            out.append(tokenizer(p, add_special_tokens=False)["input_ids"])
+        else:
+            if getattr(tokenizer, "chat_template", None) is None:
+                raise ValueError(
+                    "the prompts are chat messages but the tokenizer has no chat template; "
+                    "give the tokenizer a chat_template or use plain-text prompts"
+                )
+            out.append(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True))
+    return out
+
+
+def evaluate(
+    model,
+    tokenizer,
+    task,
+    *,
+    n: int = 200,
+    seed: int = 0,
+    max_new_tokens: int = 24,
+    batch_size: int = 256,
+) -> EvalResult:
+    """Score `n` held-out examples of `task` (a `policylab.tasks.Task`)."""
+    examples = task.examples("test", n, seed=seed)
+    engine = HFEngine(model, tokenizer)
+    columns = {
+        k: [e[k] for e in examples] for k in examples[0] if k not in ("prompt", "completion")
+    }
+    prompts = [e["prompt"] for e in examples]
+    generator = torch.Generator().manual_seed(seed)
+    scores: dict[str, list[float]] = {"greedy": [], "sampled": []}
+    for mode, sampling in (
+        ("greedy", Sampling(temperature=0.0, max_new_tokens=max_new_tokens)),
+        ("sampled", Sampling(temperature=1.0, max_new_tokens=max_new_tokens)),
+    ):
+        for start in range(0, len(prompts), batch_size):
+            chunk = slice(start, start + batch_size)
+            out = engine.generate(prompt_ids(tokenizer, prompts[chunk]), 1, sampling, generator)
+            cols = {k: v[chunk] for k, v in columns.items()}
+            scores[mode] += task.reward(prompts[chunk], out.texts, **cols)
+    greedy = scores["greedy"]
+    return EvalResult(
+        task=task.name,
+        n=len(examples),
+        greedy_accuracy=sum(s >= 1.0 for s in greedy) / len(greedy),
+        greedy_reward=sum(greedy) / len(greedy),
+        sampled_reward=sum(scores["sampled"]) / len(scores["sampled"]),
+    )

@@ -1,0 +1,116 @@
+"""The tiny shipped model: its character-level tokenizer, its architecture, and loading
+any causal LM (the shipped one, a local folder or a hub id) the same way.
+
+The tokenizer has one token per printable ASCII character plus newline, the special
+tokens <pad>, <eos> and <unk>, and the answer tags <answer> and </answer> as single
+(non-special, so decoding keeps them) tokens. The model is a Llama-architecture causal LM
+from `transformers`, small enough to train and run on a laptop CPU.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+ASSETS = Path(__file__).parent / "assets"
+TINY = ASSETS / "tiny"  # the shipped model and tokenizer
+TINY_NAME = "tiny"  # what users type: --model tiny
+
+PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+CHARACTERS = [c for c in string.printable if c not in "\t\r\x0b\x0c"]  # 95 printable + "\n"
+
+# A chat template for message-style prompts: the user turns, concatenated.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] != 'assistant' %}"
+    "{{ message['content'] }}{% endif %}{% endfor %}"
+)
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """Architecture of the shipped model (DESIGN.md calibration: ~0.9 M parameters)."""
+
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    max_position_embeddings: int = 128
+
+
+def build_tokenizer():
+    """The character-level fast tokenizer, as a `PreTrainedTokenizerFast`."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = [PAD, EOS, UNK]
+    vocab = {tok: i for i, tok in enumerate(specials + CHARACTERS)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    core.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    core.add_tokens(
+        [AddedToken(t, special=False, normalized=False) for t in (ANSWER_OPEN, ANSWER_CLOSE)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token=PAD,
+        eos_token=EOS,
+        unk_token=UNK,
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_model(tokenizer, config: TinyConfig | None = None, seed: int = 0):
+    """A freshly initialised Llama causal LM sized by `config`."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = config or TinyConfig()
+    torch.manual_seed(seed)
+    llama = LlamaConfig(
+        vocab_size=len(tokenizer),
+        **asdict(cfg),
+        num_key_value_heads=cfg.num_attention_heads,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return LlamaForCausalLM(llama)
+
+
+def resolve_model_path(name_or_path: str | Path) -> str:
+    """ "tiny" → the shipped folder; anything else is passed to `from_pretrained` as is."""
+    if str(name_or_path) == TINY_NAME:
+        if not (TINY / "config.json").exists():
+            raise FileNotFoundError(
+                f"the shipped model is missing from {TINY}; rebuild it with `make assets`"
+            )
+        return str(TINY)
+    return str(name_or_path)
+
+
+def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = torch.float32):
+    """(model, tokenizer) from "tiny", a local folder or a hub id, via `from_pretrained`.
+
+    A tokenizer without a pad token gets its eos token as pad (common for hub models)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    return model, tokenizer
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())

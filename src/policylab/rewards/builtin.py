@@ -1,0 +1,51 @@
+"""Built-in reward functions: exact answer, answer format, math equivalence."""
+
+from __future__ import annotations
+
+import re
+
+from policylab.rewards.registry import register
+from policylab.tasks import extract_answer
+
+_FORMAT = re.compile(r"^(?:(?!<answer>).)*<answer>((?!</?answer>).)+</answer>\s*$", re.DOTALL)
+
+
+@register("exact_answer")
+def exact_answer(prompts, completions, answer, **columns) -> list[float]:
+    """1.0 when the text inside <answer>…</answer> equals the `answer` column (both
+    stripped), else 0.0."""
+    return [
+        1.0 if (got := extract_answer(c)) is not None and got == str(a).strip() else 0.0
+        for c, a in zip(completions, answer, strict=True)
+    ]
+
+
+@register("format")
+def format_reward(prompts, completions, **columns) -> list[float]:
+    """1.0 when the completion ends with exactly one non-empty <answer>…</answer> block
+    (anything may come before it), else 0.0."""
+    return [1.0 if _FORMAT.match(c) else 0.0 for c in completions]
+
+
+@register("math_verify")
+def math_verify_reward(prompts, completions, answer, **columns) -> list[float]:
+    """1.0 when the completion's answer is mathematically equal to the `answer` column,
+    judged by Hugging Face's math-verify (LaTeX, fractions, sets, intervals, ...).
+
+    The answer is read from <answer>…</answer> when present, else from the whole
+    completion (math-verify then finds a boxed or final expression itself)."""
+    from math_verify import parse, verify
+
+    scores = []
+    for completion, gold in zip(completions, answer, strict=True):
+        inside = extract_answer(completion)
+        text = inside if inside is not None else completion
+        gold_parsed = parse(_as_math(str(gold)))
+        predicted = parse(_as_math(text))
+        scores.append(1.0 if gold_parsed and predicted and verify(gold_parsed, predicted) else 0.0)
+    return scores
+
+
+def _as_math(text: str) -> str:
+    # math-verify looks for LaTeX delimiters or \boxed; a bare "3/4" is wrapped so it parses.
+    return text if ("$" in text or "\\" in text) else f"${text}$"

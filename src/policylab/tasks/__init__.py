@@ -1,0 +1,64 @@
+"""Embedded tasks: short procedural problems with exact verifiers, small enough for the tiny
+shipped model to learn on a CPU.
+
+    import policylab.tasks as tasks
+    tasks.names()                        # ['arithmetic', 'countdown', 'plan_path', 'sudoku4']
+    task = tasks.get("countdown", n_numbers=3, max_number=20)
+    rows = task.examples("train", 64, seed=0)   # dicts: prompt, answer, completion, columns
+    task.reward(prompts, completions, numbers=[...], target=[...])   # TRL-style verifier
+    tasks.extract_answer("<answer>3*5+7</answer>")                   # '3*5+7'
+
+| task       | prompt                 | answer             | columns                     |
+|------------|------------------------|--------------------|-----------------------------|
+| arithmetic | `17+25*3=`             | `92`               | -                           |
+| countdown  | `3 5 7 -> 22:`         | `3*5+7`            | numbers, target             |
+| sudoku4    | `1.3434.2214..321:`    | `1234341221434321` | puzzle, solution            |
+| plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
+
+Knobs (defaults): arithmetic digits=2, ops="+-*", n_operands=2; countdown n_numbers=3,
+max_number=20, max_target=100; sudoku4 blanks=6, partial_credit=False; plan_path size=4,
+wall_prob=0.25. Each module's docstring gives the format, the knobs and the verifier.
+
+The model answers inside `<answer>…</answer>`; each example's `completion` is exactly
+`<answer>{answer}</answer>`. The test split is a fixed ~10 % of each task's prompts,
+chosen by a stable hash of the prompt (see `base.py`), disjoint from train.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policylab.registry import Registry
+from policylab.tasks.arithmetic import Arithmetic
+from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extract_answer
+from policylab.tasks.countdown import Countdown
+from policylab.tasks.plan_path import PlanPath
+from policylab.tasks.sudoku4 import Sudoku4
+
+task_classes: Registry[type[Task]] = Registry("task")
+for _cls in (Arithmetic, Countdown, PlanPath, Sudoku4):
+    task_classes.add(_cls.name, _cls)
+
+
+def names() -> list[str]:
+    """The embedded tasks' names, sorted."""
+    return task_classes.names()
+
+
+def get(name: str, **knobs: Any) -> Task:
+    """The task `name` with its difficulty knobs set (unset knobs keep their defaults).
+    An unknown name lists the tasks; an unknown knob or a bad value raises ValueError
+    naming the knob, the value and what is accepted."""
+    return task_classes.get(name)(**knobs)
+
+
+__all__ = [
+    "ANSWER_CLOSE",
+    "ANSWER_OPEN",
+    "SPLITS",
+    "Task",
+    "extract_answer",
+    "get",
+    "names",
+    "task_classes",
+]

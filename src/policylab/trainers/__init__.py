@@ -1,0 +1,1 @@
+"""Trainers: each one loop, read top to bottom (sft.py now; llm.py and control.py next)."""
