@@ -16,6 +16,7 @@ from policylab.api import (
     list_value_losses,
     policy_loss,
     reward_shaping,
+    train,
     value_loss,
 )
 from policylab.recipes import Recipe
@@ -41,5 +42,6 @@ __all__ = [
     "list_value_losses",
     "policy_loss",
     "reward_shaping",
+    "train",
     "value_loss",
 ]

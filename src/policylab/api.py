@@ -297,6 +297,21 @@ def _bound(
     return cls(component, entry, options)
 
 
+def train(config: Any = None, *, resume: bool = False, **fields: Any):
+    """Train a language model: `config` is a TrainConfig, a dict of its fields or a YAML
+    path; `fields` override it. Returns a TrainResult (run folder, held-out before/after)."""
+    from policylab.config import TrainConfig, load
+    from policylab.trainers.llm import train as train_llm
+
+    if isinstance(config, TrainConfig):
+        cfg = load(TrainConfig, None, {**config.model_dump(), **fields})
+    elif isinstance(config, dict):
+        cfg = load(TrainConfig, None, {**config, **fields})
+    else:
+        cfg = load(TrainConfig, config, fields)
+    return train_llm(cfg, resume=resume)
+
+
 def kl_estimator(name: str):
     """The KL estimator `name`: `fn(logprobs, ref_logprobs) -> per-token estimate`."""
     fn = kl_estimators.get(name)

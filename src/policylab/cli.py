@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -168,6 +169,40 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
     return 0
 
 
+def _train(console: Console, args: argparse.Namespace) -> int:
+    import yaml
+
+    from policylab.config import TrainConfig, load, parse_overrides
+    from policylab.trainers.llm import train
+
+    overrides = parse_overrides(args.overrides)
+    for flag in ("algo", "task", "model"):
+        if getattr(args, flag) is not None:
+            overrides[flag] = getattr(args, flag)
+    base: dict = {}
+    if args.resume:
+        saved = Path(args.resume) / "config.yaml"
+        if not saved.is_file():
+            raise FileNotFoundError(
+                f"--resume {args.resume}: no config.yaml there; is it a run folder?"
+            )
+        base = yaml.safe_load(saved.read_text())
+        base = {k: v for k, v in base.items() if k not in ("provenance", "resolved")}
+        base["run_dir"] = args.resume
+    if args.config:
+        base.update(load(TrainConfig, args.config).model_dump(exclude_unset=True))
+    cfg = load(TrainConfig, None, {**base, **overrides})
+    result = train(cfg, resume=bool(args.resume))
+    table = Table(title=f"held-out {cfg.task} ({cfg.eval_n} test examples)", title_justify="left")
+    for col in ("", "before", "after"):
+        table.add_column(col)
+    for key in ("eval/greedy_accuracy", "eval/greedy_reward", "eval/sampled_reward"):
+        table.add_row(key.split("/")[1], f"{result.before[key]:.3f}", f"{result.after[key]:.3f}")
+    console.print(table)
+    console.print(f"run folder: {result.run_dir} ({result.seconds:.0f} s)")
+    return 0
+
+
 def _sft(console: Console, args: argparse.Namespace) -> int:
     from policylab.config import load, parse_overrides
     from policylab.trainers.sft import SFTConfig, sft
@@ -228,6 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     bandit.add_argument("--algos", default="", help="comma-separated algorithms (default: all)")
     bandit.add_argument("--seeds", type=int, default=3, help="seeds per algorithm")
     bandit.add_argument("--steps", type=int, default=300, help="training steps per run")
+    tr = sub.add_parser(
+        "train",
+        help="train a language model with a named algorithm",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="fields (key=value):\n" + _fields("train"),
+    )
+    tr.add_argument("--algo", default=None, help="named algorithm (policylab list)")
+    tr.add_argument("--task", default=None, help="embedded task or a data file/folder")
+    tr.add_argument("--model", default=None, help='"tiny" (shipped), a folder or a hub id')
+    tr.add_argument("--config", default=None, help="YAML file of fields")
+    tr.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run folder")
+    tr.add_argument("overrides", nargs="*", help="key=value field overrides")
     sft = sub.add_parser(
         "sft",
         help="train the tiny model on task demonstrations",
@@ -251,19 +298,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "describe":
         return _describe(console, args.name)
-    commands = {"bandit": _bandit, "sft": _sft, "eval": _eval}
+    commands = {"bandit": _bandit, "train": _train, "sft": _sft, "eval": _eval}
     try:
         return commands[args.command](console, args)
-    except (ValueError, KeyError, FileNotFoundError) as err:
+    except (ValueError, KeyError, FileNotFoundError, FileExistsError) as err:
         console.print(f"[red]error:[/red] {escape(str(err))}")
         return 2
 
 
 def _fields(command: str) -> str:
-    from policylab.config import describe_fields
+    from policylab.config import TrainConfig, describe_fields
     from policylab.trainers.sft import SFTConfig
 
-    return describe_fields({"sft": SFTConfig}[command])
+    return describe_fields({"sft": SFTConfig, "train": TrainConfig}[command])
 
 
 def _quiet_transformers() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -77,3 +77,108 @@ def describe_fields(schema: type[BaseModel]) -> str:
         default = field.get_default(call_default_factory=True)
         rows.append(f"  {name} (default {default!r}): {field.description or ''}")
     return "\n".join(rows)
+
+
+class TrainConfig(Schema):
+    """Every field of `policylab train` (language models). Sizes are per optimiser step:
+    prompts_per_step prompts × samples_per_prompt samples = one batch of rows."""
+
+    algo: str = Field("grpo", description="named algorithm (policylab list)")
+    task: str = Field("arithmetic", description="embedded task name or a data file/folder")
+    task_knobs: dict[str, Any] = Field(default_factory=dict, description="task difficulty knobs")
+    model: str = Field("tiny", description='"tiny" (shipped), a local folder or a hub id')
+    rewards: dict[str, float] = Field(
+        default_factory=dict,
+        description="reward name → weight; empty = the task's verifier with weight 1",
+    )
+    failure_reward: float = Field(
+        0.0, description="reward of a sample whose reward function raised"
+    )
+    steps: int = Field(200, ge=1, description="training steps (one batch of rollouts each)")
+    prompts_per_step: int = Field(16, ge=1, description="prompts drawn per step")
+    samples_per_prompt: int = Field(8, ge=1, description="G: samples per prompt (the group)")
+    epochs: int = Field(1, ge=1, description="μ: passes over each batch")
+    minibatches: int = Field(
+        1, ge=1, description="optimiser steps per pass (batch split in groups)"
+    )
+    micro_batch_rows: int = Field(
+        0, ge=0, description="rows per forward/backward (0 = whole minibatch)"
+    )
+    lr: float = Field(2e-4, gt=0, description="peak AdamW learning rate")
+    warmup_steps: int = Field(0, ge=0, description="linear warm-up (optimiser steps)")
+    schedule: str = Field("constant", description="after warm-up: constant, linear or cosine")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    grad_clip: float = Field(1.0, ge=0, description="max global grad norm (0 = off)")
+    temperature: float = Field(1.0, ge=0, description="sampling temperature")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    top_k: int = Field(0, ge=0, description="top-k sampling (0 = off)")
+    max_new_tokens: int = Field(24, ge=1, description="generation budget (also Dr. GRPO's L_max)")
+    stop_strings: list[str] = Field(default_factory=list, description="extra stop strings")
+    mask_truncated: bool = Field(
+        False, description="drop completions cut by max_new_tokens from the loss"
+    )
+    advantage: dict[str, Any] = Field(
+        default_factory=dict, description="advantage estimator option overrides"
+    )
+    loss: dict[str, Any] = Field(
+        default_factory=dict, description="policy loss option overrides (e.g. kl_coef)"
+    )
+    eval_every: int = Field(
+        25, ge=0, description="held-out evaluation every N steps (0 = start and end only)"
+    )
+    eval_n: int = Field(200, ge=1, description="held-out examples per evaluation")
+    save_every: int = Field(50, ge=0, description="checkpoint every N steps (0 = only at the end)")
+    samples_per_log: int = Field(
+        4, ge=0, description="completions written to samples.jsonl per step"
+    )
+    run_dir: str = Field("", description="run folder (default runs/<algo>-<task>-s<seed>)")
+    seed: int = Field(0, description="seed of prompts, sampling and initialisation")
+    progress: bool = Field(True, description="show the progress bar")
+
+    @field_validator("algo")
+    @classmethod
+    def _known_algo(cls, value: str) -> str:
+        from policylab import recipes
+
+        if value not in recipes.recipes:
+            raise ValueError(f"unknown algorithm {value!r}; choices: {', '.join(recipes.names())}")
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _known_schedule(cls, value: str) -> str:
+        if value not in ("constant", "linear", "cosine"):
+            raise ValueError(f"unknown schedule {value!r}; choices: constant, linear, cosine")
+        return value
+
+    @model_validator(mode="after")
+    def _sizes(self) -> TrainConfig:
+        rows = self.prompts_per_step * self.samples_per_prompt
+        if self.prompts_per_step % self.minibatches:
+            valid = [
+                d for d in range(1, self.prompts_per_step + 1) if self.prompts_per_step % d == 0
+            ]
+            raise ValueError(
+                f"minibatches={self.minibatches} must divide prompts_per_step="
+                f"{self.prompts_per_step} (whole groups per minibatch); valid: {valid}"
+            )
+        per_minibatch = rows // self.minibatches
+        if self.micro_batch_rows and per_minibatch % self.micro_batch_rows:
+            valid = [d for d in range(1, per_minibatch + 1) if per_minibatch % d == 0]
+            raise ValueError(
+                f"micro_batch_rows={self.micro_batch_rows} must divide the {per_minibatch} rows "
+                f"of a minibatch; valid: {valid}"
+            )
+        return self
+
+    @property
+    def name(self) -> str:
+        return (
+            Path(self.run_dir).name
+            if self.run_dir
+            else f"{self.algo}-{Path(self.task).stem}-s{self.seed}"
+        )
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name

@@ -114,3 +114,45 @@ def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = tor
 
 def count_parameters(model) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def sequence_logprobs(
+    model,
+    prompt_ids: list[list[int]],
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs [B, T] of `response_ids` after each prompt under `model` (logits divided by
+    `temperature`, as the engine samples), and optionally the next-token entropy [B, T].
+
+    Prompts are left-padded and responses right-padded into one [B, P + T] input, so a
+    single forward scores the whole batch; positions come from the attention mask, so
+    padding never shifts them. Masked response positions hold 0."""
+    device = next(model.parameters()).device
+    B, T = response_ids.shape
+    P = max(len(p) for p in prompt_ids)
+    ids = torch.full((B, P + T), pad_id, dtype=torch.long)
+    attention = torch.zeros((B, P + T), dtype=torch.long)
+    for i, p in enumerate(prompt_ids):
+        ids[i, P - len(p) : P] = torch.tensor(p)
+        attention[i, P - len(p) : P] = 1
+    ids[:, P:] = response_ids
+    attention[:, P:] = (response_mask > 0).long()
+    ids, attention = ids.to(device), attention.to(device)
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
+    logits = logits[:, P - 1 : P + T - 1].float() / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)
+    valid = response_mask.to(device) > 0
+    logp = torch.where(valid, logp, torch.zeros_like(logp))
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            entropy = torch.where(valid, entropy, torch.zeros_like(entropy))
+    return logp, entropy

@@ -32,6 +32,7 @@ from policylab.registry import Registry
 from policylab.tasks.arithmetic import Arithmetic
 from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extract_answer
 from policylab.tasks.countdown import Countdown
+from policylab.tasks.files import FileTask, looks_like_data
 from policylab.tasks.plan_path import PlanPath
 from policylab.tasks.sudoku4 import Sudoku4
 
@@ -45,16 +46,20 @@ def names() -> list[str]:
     return task_classes.names()
 
 
-def get(name: str, **knobs: Any) -> Task:
-    """The task `name` with its difficulty knobs set (unset knobs keep their defaults).
-    An unknown name lists the tasks; an unknown knob or a bad value raises ValueError
-    naming the knob, the value and what is accepted."""
+def get(name: str, **knobs: Any) -> Task | FileTask:
+    """The task `name` with its difficulty knobs set (unset knobs keep their defaults), or
+    a user task read from a data file or folder (`FileTask`; knobs prompt_column,
+    answer_column, reward). An unknown name lists the tasks; an unknown knob or a bad value
+    raises ValueError naming the knob, the value and what is accepted."""
+    if name not in task_classes and looks_like_data(name):
+        return FileTask(name, **knobs)
     return task_classes.get(name)(**knobs)
 
 
 __all__ = [
     "ANSWER_CLOSE",
     "ANSWER_OPEN",
+    "FileTask",
     "SPLITS",
     "Task",
     "extract_answer",

@@ -1,0 +1,355 @@
+"""The language-model trainer: one loop, read top to bottom.
+
+Per step: draw prompts → G samples each → rewards → advantages (the recipe's estimator)
+→ selection → μ epochs over minibatches of whole groups, each minibatch accumulated over
+micro-batches with the minibatch's global normaliser → clip grad norm → AdamW step →
+metrics. A reference model is loaded only when a KL term needs one. Held-out evaluation
+before training, every `eval_every` steps and at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from policylab import rewards, tasks
+from policylab.algebra.advantages import group_stats
+from policylab.algebra.aggregate import global_normaliser
+from policylab.algebra.selection import selections
+from policylab.api import components
+from policylab.config import ConfigError, TrainConfig
+from policylab.engines import HFEngine, Sampling
+from policylab.evaluate import evaluate
+from policylab.models import load_model, sequence_logprobs
+from policylab.samplers import UniformSampler
+from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
+from policylab.workflows.single_turn import rollout
+
+log = logging.getLogger(__name__)
+
+POOL_SIZE = 5000  # distinct training prompts drawn per run (our choice)
+CURVES = [
+    "reward/mean",
+    "eval/greedy_accuracy",
+    "eval/sampled_reward",
+    "kl/ref",
+    "entropy",
+    "response/length",
+]
+
+
+@dataclass
+class TrainResult:
+    run_dir: str
+    before: dict[str, float]
+    after: dict[str, float]
+    steps: int
+    seconds: float
+
+
+def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
+    """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`."""
+    if cfg.temperature <= 0:
+        raise ConfigError("temperature must be > 0 for training (0 = greedy has no gradient)")
+    parts = components(
+        cfg.algo,
+        max_new_tokens=cfg.max_new_tokens,
+        advantage_overrides=cfg.advantage,
+        loss_overrides=cfg.loss,
+    )
+    if parts.value is not None:
+        raise ConfigError(
+            f"{cfg.algo!r} needs a critic; language-model critics are not "
+            "supported yet (use it on control tasks)"
+        )
+    task = tasks.get(cfg.task, **cfg.task_knobs)
+    default_reward = cfg.task if cfg.task in tasks.names() else task.reward_name
+    reward_fn = rewards.combine(
+        cfg.rewards or {default_reward: 1.0}, failure_reward=cfg.failure_reward
+    )
+    resolved = {
+        "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
+        "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
+    }
+    run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_model(cfg.model)
+    needs_ref = parts.loss.options.kl_coef > 0 or parts.advantage.options.kl_coef > 0
+    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
+    engine = HFEngine(model, tokenizer)
+    sampling = Sampling(
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        max_new_tokens=cfg.max_new_tokens,
+        stop_strings=tuple(cfg.stop_strings),
+    )
+    pool = task.examples("train", min(POOL_SIZE, cfg.steps * cfg.prompts_per_step), seed=cfg.seed)
+    sampler = UniformSampler(len(pool), seed=cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    updates = cfg.steps * cfg.epochs * cfg.minibatches
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
+    select = selections.get("all")
+
+    start_step, evals = 0, []
+    restored = run.load_checkpoint() if resume else None
+    if restored is not None:
+        path, state = restored
+        model.load_state_dict(load_model(str(path / "model"))[0].state_dict())  # exact fp32
+        optimiser.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        sampler.load_state_dict(state["sampler"])
+        generator.set_state(state["generator"])
+        start_step, evals = state["step"], state["evals"]
+        log.info("resumed %s at step %d", run.dir, start_step)
+
+    def held_out(step: int) -> dict[str, float]:
+        scores = evaluate(
+            model, tokenizer, task, n=cfg.eval_n, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens
+        ).as_dict()
+        run.log(step, scores, kind="eval")
+        evals.append({"step": step, **scores})
+        return scores
+
+    if start_step == 0:
+        held_out(0)
+        log.info(
+            "with one inner epoch the policy loss is ~0 at every step (ratio 1, centred "
+            "advantages) while its gradient is not: watch reward, grad_norm and "
+            "adv/zero_std_frac instead"
+        )
+    started = time.perf_counter()
+    fields = {"reward": "reward", "acc": "held-out", "tps": "tok/s", "split": "gen/score/learn"}
+    with progress_bar(f"{cfg.algo} on {task.name}", cfg.steps, fields, cfg.progress) as bar:
+        job = bar.add_task(
+            f"{cfg.algo} · {task.name}",
+            total=cfg.steps,
+            completed=start_step,
+            reward="-",
+            acc=f"{evals[-1]['eval/greedy_accuracy']:.2f}",
+            tps="-",
+            split="-",
+        )
+        for step in range(start_step + 1, cfg.steps + 1):
+            # 1. rollouts: prompts → G completions → rewards
+            t0 = time.perf_counter()
+            indices = sampler.sample(cfg.prompts_per_step)
+            examples = [pool[i] for i in indices]
+            batch, info = rollout(
+                examples,
+                engine,
+                tokenizer,
+                sampling,
+                cfg.samples_per_prompt,
+                reward_fn,
+                generator=generator,
+                mask_truncated=cfg.mask_truncated,
+            )
+            t1 = time.perf_counter()
+            if reference is not None:
+                with torch.no_grad():
+                    ref, _ = sequence_logprobs(
+                        reference,
+                        batch.extras["prompt_ids"],
+                        batch.response_ids,
+                        batch.response_mask,
+                        pad_id=tokenizer.pad_token_id,
+                        temperature=cfg.temperature,
+                    )
+                batch = batch.replace(ref_logprobs=ref)
+            # 2. advantages and selection (the reference forward is timed with them)
+            advantages = parts.advantage(batch)
+            chosen = select(batch, advantages, None, None)
+            keep = chosen.row_keep.nonzero(as_tuple=True)[0]
+            batch = batch.select(keep).replace(
+                response_mask=batch.response_mask[keep] * (chosen.token_weight[keep] > 0)
+            )
+            advantages = advantages[keep]
+            t2 = time.perf_counter()
+            # 3. learn: μ epochs × minibatches of whole groups × micro-batches
+            learn = _learn(
+                model,
+                optimiser,
+                scheduler,
+                parts.loss,
+                batch,
+                advantages,
+                cfg,
+                tokenizer.pad_token_id,
+                generator,
+            )
+            t3 = time.perf_counter()
+            sampler.update(indices, batch.rewards)
+            # 4. metrics, samples, evaluation, checkpoint
+            metrics = _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3)
+            run.log(step, metrics)
+            run.log_samples(
+                step,
+                [
+                    {
+                        "prompt": info.prompts[i],
+                        "completion": info.completions[i],
+                        "reward": float(batch.rewards[i]) if i < len(batch.rewards) else None,
+                    }
+                    for i in range(min(cfg.samples_per_log, len(info.completions)))
+                ],
+            )
+            if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+                held_out(step)
+            if step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
+                run.save_checkpoint(
+                    step,
+                    {
+                        "step": step,
+                        "optimizer": optimiser.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "sampler": sampler.state_dict(),
+                        "generator": generator.get_state(),
+                        "evals": evals,
+                    },
+                    model=model,
+                    tokenizer=tokenizer,
+                )
+            bar.update(
+                job,
+                completed=step,
+                reward=f"{metrics['reward/mean']:.3f}",
+                acc=f"{evals[-1]['eval/greedy_accuracy']:.2f}",
+                tps=f"{metrics['perf/tokens_per_s']:.0f}",
+                split=f"{metrics['perf/generate_frac']:.0%}/"
+                f"{metrics['perf/score_frac']:.0%}/{metrics['perf/learn_frac']:.0%}",
+            )
+
+    seconds = time.perf_counter() - started
+    before, after = evals[0], evals[-1]
+    run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
+    run.write_summary(summary_table(cfg, before, after, run.metrics("train"), seconds))
+    run.close()
+    return TrainResult(str(run.dir), before, after, cfg.steps, seconds)
+
+
+def _learn(
+    model,
+    optimiser,
+    scheduler,
+    loss_fn,
+    batch,
+    advantages,
+    cfg: TrainConfig,
+    pad_id: int,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """μ epochs; each splits the batch into `minibatches` of whole groups (one optimiser
+    step each) and accumulates micro-batches with the minibatch's global normaliser."""
+    options = loss_fn.options
+    groups = torch.unique(batch.group_ids)
+    history: list[dict[str, float]] = []
+    mismatch = None
+    for _ in range(cfg.epochs):
+        order = groups[torch.randperm(len(groups), generator=generator)]
+        for chosen in order.chunk(cfg.minibatches):
+            rows = torch.isin(batch.group_ids, chosen).nonzero(as_tuple=True)[0]
+            minibatch = batch.select(rows)
+            normaliser = global_normaliser(
+                minibatch.response_mask, options.loss_agg_mode, L_max=options.L_max
+            )
+            size = cfg.micro_batch_rows or len(rows)
+            optimiser.zero_grad(set_to_none=True)
+            metrics: list[tuple[int, dict[str, float]]] = []
+            for micro in torch.arange(len(rows)).split(size):
+                part = minibatch.select(micro)
+                logp, entropy = sequence_logprobs(
+                    model,
+                    part.extras["prompt_ids"],
+                    part.response_ids,
+                    part.response_mask,
+                    pad_id=pad_id,
+                    temperature=cfg.temperature,
+                    with_entropy=True,
+                )
+                loss, m = loss_fn(
+                    logprobs=logp,
+                    old_logprobs=part.logprobs,
+                    advantages=advantages[rows][micro],
+                    response_mask=part.response_mask,
+                    ref_logprobs=part.ref_logprobs,
+                    normaliser=normaliser,
+                )
+                loss.backward()
+                tokens = int(part.response_mask.sum())
+                valid = part.response_mask > 0
+                m["entropy"] = float(entropy[valid].mean()) if tokens else 0.0
+                if mismatch is None and tokens:  # policy unchanged yet: sampler vs learner
+                    mismatch = float((logp.detach() - part.logprobs)[valid].abs().mean())
+                m["loss"] = float(loss.detach())
+                metrics.append((tokens, m))
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+            optimiser.step()
+            scheduler.step()
+            history.append({**mean_metrics(metrics), "grad_norm": float(norm)})
+    out = mean_metrics([(1, h) for h in history])
+    out["engine/logprob_abs_diff"] = mismatch or 0.0
+    return out
+
+
+def _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3) -> dict[str, float]:
+    rewards = batch.rewards
+    finite = rewards[torch.isfinite(rewards)]
+    stats = group_stats(rewards, batch.group_ids)
+    valid = batch.response_mask > 0
+    total = t3 - t0
+    metrics = {
+        "reward/mean": float(finite.mean()) if len(finite) else math.nan,
+        "reward/std": float(finite.std()) if len(finite) > 1 else 0.0,
+        "reward/solved_frac": float((finite >= 1.0).float().mean()) if len(finite) else 0.0,
+        **{f"reward/{k}": float(v.mean()) for k, v in batch.reward_parts.items()},
+        "reward/failures": float(sum(info.failures.values())),
+        "adv/zero_std_frac": stats.zero_std_frac,
+        "adv/abs_mean": float(advantages[valid].abs().mean()) if valid.any() else 0.0,
+        "response/length": float(batch.response_mask.sum(-1).float().mean()),
+        "response/truncated_frac": float(batch.truncated.float().mean()),
+        "lr": scheduler.get_last_lr()[0],
+        "perf/step_s": total,
+        "perf/tokens_per_s": info.generated_tokens / max(total, 1e-9),
+        "perf/generate_frac": info.generate_s / total,
+        "perf/score_frac": info.score_s / total,
+        "perf/reference_frac": (t2 - t1) / total,
+        "perf/learn_frac": (t3 - t2) / total,
+        **learn,
+    }
+    return metrics
+
+
+def summary_table(
+    cfg: TrainConfig, before: dict, after: dict, rows: list[dict], seconds: float
+) -> str:
+    """summary.md: the held-out scores before and after, and the run's throughput."""
+    tokens = sum(r.get("perf/tokens_per_s", 0) * r.get("perf/step_s", 0) for r in rows)
+    lines = [
+        f"# {cfg.algo} on {cfg.task} (model {cfg.model}, seed {cfg.seed})",
+        "",
+        "| held-out (test split) | before | after | change |",
+        "|---|---|---|---|",
+    ]
+    for key, label in (
+        ("eval/greedy_accuracy", "greedy accuracy"),
+        ("eval/greedy_reward", "greedy reward"),
+        ("eval/sampled_reward", "sampled reward (T=1)"),
+    ):
+        lines.append(
+            f"| {label} | {before[key]:.3f} | {after[key]:.3f} | {after[key] - before[key]:+.3f} |"
+        )
+    lines += [
+        "",
+        f"{cfg.steps} steps of {cfg.prompts_per_step} prompts × "
+        f"{cfg.samples_per_prompt} samples in {seconds:.0f} s "
+        f"({seconds / max(cfg.steps, 1):.2f} s/step, "
+        f"{tokens / max(seconds, 1e-9):.0f} generated tokens/s overall).",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,284 @@
+"""The run folder shared by every trainer: resolved config, metrics (JSONL and
+TensorBoard), samples, atomic checkpoints with resume, curves, summary, progress bar.
+
+    runs/<name>/
+      config.yaml      resolved config, versions, git sha
+      metrics.jsonl    one JSON object per step (and per evaluation)
+      events.*         TensorBoard
+      samples.jsonl    prompts, completions, rewards
+      curves.png       chosen metrics against steps
+      checkpoints/     step_N/ ...; `latest` names the newest complete one
+      summary.md       before/after table, wall time, throughput
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS = "checkpoints"
+LATEST = "latest"
+
+
+class Run:
+    """One run folder. `resume=True` continues the folder's newest checkpoint; a new run
+    refuses a folder that already holds checkpoints (nothing is overwritten silently)."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        config: dict[str, Any],
+        *,
+        resume: bool = False,
+        keep_checkpoints: int = 2,
+    ) -> None:
+        self.dir = Path(run_dir)
+        self.keep = keep_checkpoints
+        if not resume and self.latest_checkpoint() is not None:
+            raise FileExistsError(
+                f"run folder {str(self.dir)!r} already holds checkpoints; continue it with "
+                "--resume, or choose another run name"
+            )
+        if resume and self.latest_checkpoint() is None and (self.dir / "config.yaml").exists():
+            log.warning("no complete checkpoint in %s: starting from step 0", self.dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(
+            self.dir / "config.yaml",
+            yaml.safe_dump(
+                {**config, "provenance": provenance()}, sort_keys=False, allow_unicode=True
+            ),
+        )
+        self._tb = None
+
+    # ---- logging --------------------------------------------------------------------------
+    def log(self, step: int, metrics: dict[str, float], *, kind: str = "train") -> None:
+        row = {"step": step, "kind": kind, **{k: _plain(v) for k, v in metrics.items()}}
+        with open(self.dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+        writer = self._writer()
+        if writer is not None:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)):
+                    writer.add_scalar(f"{kind}/{key}" if kind != "train" else key, value, step)
+
+    def log_samples(self, step: int, rows: Iterable[dict]) -> None:
+        with open(self.dir / "samples.jsonl", "a") as f:
+            for row in rows:
+                f.write(json.dumps({"step": step, **{k: _plain(v) for k, v in row.items()}}) + "\n")
+
+    def metrics(self, kind: str | None = None) -> list[dict]:
+        path = self.dir / "metrics.jsonl"
+        if not path.exists():
+            return []
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [r for r in rows if kind is None or r.get("kind") == kind]
+
+    def _writer(self):
+        if self._tb is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional at run time
+                self._tb = False
+                return None
+            self._tb = SummaryWriter(str(self.dir), purge_step=self._purge_step)
+        return self._tb or None
+
+    _purge_step: int | None = None
+
+    def close(self) -> None:
+        if self._tb:
+            self._tb.close()
+
+    # ---- checkpoints ----------------------------------------------------------------------
+    def latest_checkpoint(self) -> Path | None:
+        pointer = self.dir / CHECKPOINTS / LATEST
+        if not pointer.is_file():
+            return None
+        path = self.dir / CHECKPOINTS / pointer.read_text().strip()
+        return path if path.is_dir() else None
+
+    def save_checkpoint(self, step: int, state: dict[str, Any], model=None, tokenizer=None) -> Path:
+        """Write step_N/ under a temporary name, rename it, then switch `latest`: a kill at
+        any moment leaves the previous checkpoint complete and named by `latest`."""
+        root = self.dir / CHECKPOINTS
+        root.mkdir(parents=True, exist_ok=True)
+        final = root / f"step_{step}"
+        tmp = root / f".step_{step}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        if model is not None:  # a complete model folder: `policylab eval --model .../model`
+            model.save_pretrained(tmp / "model")
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp / "model")
+        torch.save(state, tmp / "state.pt")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        write_atomic(root / LATEST, final.name + "\n")
+        self._prune(keep=final)
+        return final
+
+    def load_checkpoint(self) -> tuple[Path, dict[str, Any]] | None:
+        """(folder, state) of the newest complete checkpoint; logs after it are dropped so
+        the resumed run appends exactly where the checkpoint stopped."""
+        path = self.latest_checkpoint()
+        if path is None:
+            return None
+        state = torch.load(path / "state.pt", weights_only=False)
+        step = int(state["step"])
+        for name in ("metrics.jsonl", "samples.jsonl"):
+            _truncate_after(self.dir / name, step)
+        self._purge_step = step + 1
+        return path, state
+
+    def _prune(self, keep: Path) -> None:
+        steps = sorted(
+            (p for p in (self.dir / CHECKPOINTS).glob("step_*") if p.is_dir()),
+            key=lambda p: int(p.name.split("_")[1]),
+        )
+        for old in steps[: max(0, len(steps) - self.keep)]:
+            if old != keep:
+                shutil.rmtree(old, ignore_errors=True)
+
+    # ---- outputs --------------------------------------------------------------------------
+    def write_curves(self, keys: list[str], title: str = "") -> Path | None:
+        """curves.png: one panel per metric key (train and eval rows) against steps."""
+        rows = self.metrics()
+        present = [k for k in keys if any(k in r for r in rows)]
+        if not present:
+            return None
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        cols = min(3, len(present))
+        nrows = (len(present) + cols - 1) // cols
+        fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows), squeeze=False)
+        for ax, key in zip(axes.flat, present, strict=False):
+            points = [(r["step"], r[key]) for r in rows if key in r and r[key] is not None]
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o" if len(points) < 30 else None,
+                linewidth=1.2,
+            )
+            ax.set_title(key, fontsize=9)
+            ax.set_xlabel("step", fontsize=8)
+            ax.grid(alpha=0.3)
+        for ax in list(axes.flat)[len(present) :]:
+            ax.axis("off")
+        if title:
+            fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        path = self.dir / "curves.png"
+        fig.savefig(path.with_suffix(".tmp.png"), dpi=90)
+        plt.close(fig)
+        os.replace(path.with_suffix(".tmp.png"), path)
+        return path
+
+    def write_summary(self, text: str) -> None:
+        write_atomic(self.dir / "summary.md", text)
+
+
+def progress_bar(description: str, total: int, fields: dict[str, str], enabled: bool = True):
+    """A rich progress bar with live fields (reward, accuracy, throughput, phase split)."""
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(bar_width=24),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
+    columns += [TextColumn(f"{label} {{task.fields[{key}]}}") for key, label in fields.items()]
+    bar = Progress(*columns, disable=not enabled)
+    return bar
+
+
+def lr_lambda(cfg, total_updates: int):
+    """Multiplier of the peak lr: linear warm-up over `cfg.warmup_steps` updates, then
+    constant, linear decay to 0 or cosine decay to 0 (`cfg.schedule`)."""
+
+    def factor(update: int) -> float:
+        if update < cfg.warmup_steps:
+            return (update + 1) / cfg.warmup_steps
+        if cfg.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (update - cfg.warmup_steps) / max(1, total_updates - cfg.warmup_steps))
+        if cfg.schedule == "linear":
+            return 1.0 - progress
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def mean_metrics(weighted: list[tuple[float, dict[str, float]]]) -> dict[str, float]:
+    """Weighted mean of metric dicts (e.g. over micro-batches, weighted by tokens)."""
+    total = sum(w for w, _ in weighted) or 1.0
+    keys = {k for _, m in weighted for k in m}
+    return {k: sum(w * m.get(k, 0.0) for w, m in weighted) / total for k in sorted(keys)}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def provenance() -> dict[str, str]:
+    import policylab
+
+    info = {
+        "policylab": policylab.__version__,
+        "torch": str(torch.__version__),
+        "python": platform.python_version(),
+    }
+    try:
+        import transformers
+
+        info["transformers"] = str(transformers.__version__)
+    except ImportError:
+        pass
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).parent,
+        )
+        if sha.returncode == 0:
+            info["git_sha"] = sha.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def _truncate_after(path: Path, step: int) -> None:
+    if not path.exists():
+        return
+    kept = [
+        line
+        for line in path.read_text().splitlines()
+        if line.strip() and json.loads(line).get("step", 0) <= step
+    ]
+    write_atomic(path, "".join(line + "\n" for line in kept))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.item() if value.numel() == 1 else value.tolist()
+    return value

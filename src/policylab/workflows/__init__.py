@@ -1,0 +1,1 @@
+"""Workflows turn a batch of prompts (or environments) into Rollouts."""

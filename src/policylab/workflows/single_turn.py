@@ -1,0 +1,78 @@
+"""Single-turn rollouts: prompts → n completions each → rewards → Rollouts.
+
+Rows are prompt-major: rows i·n … i·n + n − 1 answer prompt i and form group i. Every
+column of the examples (answer, numbers, …) is repeated per row and handed to the
+reward functions; per-function rewards are kept in `reward_parts`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from policylab.engines import Engine, Sampling
+from policylab.evaluate import prompt_ids as tokenize_prompts
+from policylab.rewards import CombinedReward
+from policylab.rollouts import Rollouts
+
+
+@dataclass
+class RolloutInfo:
+    completions: list[str]
+    prompts: list  # one per row
+    failures: dict[str, int]
+    generated_tokens: int
+    generate_s: float  # wall time in the engine
+    score_s: float  # wall time in the reward functions
+
+
+def rollout(
+    examples: list[dict],
+    engine: Engine,
+    tokenizer,
+    sampling: Sampling,
+    n: int,
+    reward_fn: CombinedReward,
+    *,
+    generator: torch.Generator | None = None,
+    mask_truncated: bool = False,
+) -> tuple[Rollouts, RolloutInfo]:
+    """Generate `n` completions per example, score them, and pack the batch."""
+    prompts = [e["prompt"] for e in examples]
+    ids = tokenize_prompts(tokenizer, prompts)
+    start = time.perf_counter()
+    gen = engine.generate(ids, n, sampling, generator)
+    generated = time.perf_counter()
+    row_prompts = [p for p in prompts for _ in range(n)]
+    columns = {
+        k: [e[k] for e in examples for _ in range(n)]
+        for k in examples[0]
+        if k not in ("prompt", "completion")
+    }
+    scored = reward_fn(row_prompts, gen.texts, **columns)
+    scored_at = time.perf_counter()
+    truncated = gen.truncated
+    mask = gen.response_mask.clone()
+    if mask_truncated:
+        mask[truncated] = 0
+    rewards = torch.tensor(scored.total, dtype=torch.float32)
+    batch = Rollouts(
+        rewards=rewards,
+        response_mask=mask,
+        group_ids=torch.arange(len(prompts)).repeat_interleave(n),
+        response_ids=gen.response_ids,
+        logprobs=gen.logprobs,
+        truncated=truncated,
+        reward_parts={k: torch.tensor(v, dtype=torch.float32) for k, v in scored.parts.items()},
+        extras={"prompt_ids": [p for p in ids for _ in range(n)]},
+    )
+    tokens = int(gen.response_mask.sum())
+    info = RolloutInfo(
+        gen.texts, row_prompts, scored.failures, tokens, generated - start, scored_at - generated
+    )
+    if any(math.isnan(r) for r in scored.total):
+        info.failures = {**info.failures, "unscored": sum(math.isnan(r) for r in scored.total)}
+    return batch, info
