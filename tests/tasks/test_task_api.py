@@ -16,14 +16,14 @@ NAMES = ["arithmetic", "countdown", "plan_path", "sudoku4"]
 # The first example of each split for the default knobs and seed 0. A change here means the
 # generator changed: every stored dataset and reported score of that task changes with it.
 FIRST_EXAMPLES = {
-    ("arithmetic", "test"): ("70+1=", "71"),
-    ("arithmetic", "train"): ("49-97=", "-48"),
+    ("arithmetic", "test"): ("45+74=", "119"),
+    ("arithmetic", "train"): ("49+97=", "146"),
     ("countdown", "test"): ("2 9 18 -> 11:", "18-(9-2)"),
     ("countdown", "train"): ("7 17 19 -> 9:", "19-(17-7)"),
-    ("plan_path", "test"): ("##../s.../#.../#..g:", "RDDRR"),
-    ("plan_path", "train"): (".#../..../.###/s..g:", "RRR"),
-    ("sudoku4", "test"): ("2.343.211...42.3:", "2134342113424213"),
-    ("sudoku4", "train"): (".412.2...3212.34:", "3412124343212134"),
+    ("plan_path", "test"): (".#..#/s...#/g#.##/.#.#./...#.:", "D"),
+    ("plan_path", "train"): (".#.../....#/##s../...##/#...g:", "DDRR"),
+    ("sudoku4", "test"): ("...2..1...4..3.1:", "1432321421434321"),
+    ("sudoku4", "train"): ("4.3....2.32.....:", "4231314213242413"),
 }
 
 

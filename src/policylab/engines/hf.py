@@ -76,23 +76,24 @@ class HFEngine:
             attention = attention.repeat_interleave(n, dim=0)
         rows = logits.shape[0]
         next_position = attention.sum(-1)
-        tokens, logps = [], []
+        tokens, logps, alive = [], [], []
         done = torch.zeros(rows, dtype=torch.bool, device=device)
-        finish = ["length"] * rows
+        stopped = torch.zeros(rows, dtype=torch.bool)
         texts = [""] * rows
         for step in range(sampling.max_new_tokens):
             token, logp = _sample(logits.float(), sampling, generator)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
-            logp = torch.where(done, torch.zeros_like(logp), logp)
+            alive.append(~done)
             tokens.append(token)
-            logps.append(logp)
-            for r in (~done).nonzero(as_tuple=True)[0].tolist():
-                if self.eos_id is not None and token[r] == self.eos_id:
-                    finish[r], done[r] = "stop", True
-                elif sampling.stop_strings:
+            logps.append(torch.where(done, torch.zeros_like(logp), logp))
+            ended = ~done & (token == self.eos_id) if self.eos_id is not None else done & False
+            if sampling.stop_strings:  # decode only when stop strings are asked for
+                for r in (~done & ~ended).nonzero(as_tuple=True)[0].tolist():
                     texts[r] += self.tokenizer.decode([int(token[r])])
                     if any(texts[r].endswith(s) for s in sampling.stop_strings):
-                        finish[r], done[r] = "stop", True
+                        ended[r] = True
+            done = done | ended
+            stopped |= ended.cpu()
             if bool(done.all()) or step == sampling.max_new_tokens - 1:
                 break
             attention = torch.cat(
@@ -109,7 +110,8 @@ class HFEngine:
             next_position = next_position + 1
         response_ids = torch.stack(tokens, dim=1).cpu()
         logprobs = torch.stack(logps, dim=1).cpu()
-        mask = _response_mask(response_ids, self.pad_id, finish)
+        mask = torch.stack(alive, dim=1).cpu().float()  # real tokens, the end token included
+        finish = ["stop" if s else "length" for s in stopped.tolist()]
         decoded = self.tokenizer.batch_decode(
             response_ids.masked_fill(mask == 0, self.pad_id), skip_special_tokens=True
         )
@@ -126,17 +128,6 @@ class HFEngine:
 def _cache_of(output):
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
-
-
-def _response_mask(response_ids: torch.Tensor, pad_id: int, finish: list[str]) -> torch.Tensor:
-    """1 up to and including the end token (or the stop string's last token)."""
-    rows, width = response_ids.shape
-    mask = torch.zeros(rows, width)
-    for r in range(rows):
-        real = (response_ids[r] != pad_id).nonzero(as_tuple=True)[0]
-        length = int(real[-1]) + 1 if len(real) else 0
-        mask[r, :length] = 1
-    return mask
 
 
 def _sample(

@@ -15,8 +15,8 @@ shipped model to learn on a CPU.
 | sudoku4    | `1.3434.2214..321:`    | `1234341221434321` | puzzle, solution            |
 | plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
 
-Knobs (defaults): arithmetic digits=2, ops="+-*", n_operands=2; countdown n_numbers=3,
-max_number=20, max_target=100; sudoku4 blanks=6, partial_credit=False; plan_path size=4,
+Knobs (defaults): arithmetic digits=2, ops="+", n_operands=2; countdown n_numbers=3,
+max_number=20, max_target=100; sudoku4 blanks=11, partial_credit=False; plan_path size=5,
 wall_prob=0.25. Each module's docstring gives the format, the knobs and the verifier.
 
 The model answers inside `<answer>…</answer>`; each example's `completion` is exactly

@@ -6,7 +6,7 @@ Prompt: the grid's rows joined by "/", then ":"; "." is free, "#" a wall, "s" th
 joined by "/", str), start ([row, column]), goal ([row, column]), shortest (int, the
 length of a shortest path by breadth-first search).
 
-Knobs: size (default 4; 2..6): the grid is size x size; wall_prob (default 0.25; 0..0.8):
+Knobs: size (default 5; 2..6): the grid is size x size; wall_prob (default 0.25; 0..0.8):
 start and goal are two distinct cells drawn uniformly, every other cell is a wall with this
 probability. Only instances whose goal is reachable are kept.
 
@@ -33,7 +33,7 @@ MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 class PlanPathKnobs:
     """Difficulty of plan_path: grid size and wall density."""
 
-    size: int = 4
+    size: int = 5
     wall_prob: float = 0.25
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ Prompt: the 16 cells row by row, "." for a blank, then ":", e.g. "1.3434.2214..3
 Answer: the 16 digits of the solution, e.g. "1234341221434321". Columns: puzzle (the 16
 cells, str), solution (16 digits, str).
 
-Knobs: blanks (default 6; 1..12): how many cells are blank; partial_credit (default False).
+Knobs: blanks (default 11; 1..12): how many cells are blank; partial_credit (default False).
 A solution is drawn uniformly from the 288 valid grids, then `blanks` cells uniformly at
 random; only puzzles whose solution is unique (checked by a small solver) are kept.
 
@@ -36,7 +36,7 @@ _DIGITS = set("0123456789")
 class Sudoku4Knobs:
     """Difficulty of sudoku4: how many blanks, and whether part-right answers earn reward."""
 
-    blanks: int = 6
+    blanks: int = 11
     partial_credit: bool = False
 
     def __post_init__(self) -> None:

@@ -39,7 +39,7 @@ class SFTConfig(Schema):
         description="task name → difficulty knobs of the mixture",
     )
     pool_size: int = Field(4000, ge=1, description="training examples generated per task")
-    steps: int = Field(600, ge=1, description="optimiser steps")
+    steps: int = Field(1500, ge=1, description="optimiser steps")
     batch_size: int = Field(64, ge=1, description="examples per step")
     lr: float = Field(1e-3, gt=0, description="peak AdamW learning rate")
     warmup_steps: int = Field(30, ge=0, description="linear warm-up steps")
