@@ -96,6 +96,7 @@ class TrainConfig(Schema):
     )
     steps: int = Field(200, ge=1, description="training steps (one batch of rollouts each)")
     prompts_per_step: int = Field(16, ge=1, description="prompts drawn per step")
+    train_pool: int = Field(4000, ge=1, description="distinct training prompts drawn once per run")
     samples_per_prompt: int = Field(8, ge=1, description="G: samples per prompt (the group)")
     epochs: int = Field(1, ge=1, description="μ: passes over each batch")
     minibatches: int = Field(
@@ -109,7 +110,7 @@ class TrainConfig(Schema):
     schedule: str = Field("constant", description="after warm-up: constant, linear or cosine")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, ge=0, description="max global grad norm (0 = off)")
-    temperature: float = Field(1.0, ge=0, description="sampling temperature")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature (> 0 to train)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
     top_k: int = Field(0, ge=0, description="top-k sampling (0 = off)")
     max_new_tokens: int = Field(24, ge=1, description="generation budget (also Dr. GRPO's L_max)")

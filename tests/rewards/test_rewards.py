@@ -150,3 +150,19 @@ def test_columns_are_passed_by_name_and_missing_ones_are_explained():
 def test_mismatched_columns_are_rejected():
     with pytest.raises(ValueError, match="column 'answer' has 1 values for 2"):
         rewards.combine({"exact_answer": 1.0})(["p", "q"], ["a", "b"], answer=["a"])
+
+
+def test_functions_given_by_name_take_precedence_over_the_registry():
+    from policylab import tasks
+
+    partial = tasks.get("sudoku4", partial_credit=True)
+    ex = partial.examples("test", 1)[0]
+    blank = ex["puzzle"].index(".")  # change one blank cell: partial credit keeps the rest
+    digit = "1" if ex["solution"][blank] != "1" else "2"
+    wrong_one = ex["solution"][:blank] + digit + ex["solution"][blank + 1 :]
+    args = ([ex["prompt"]], [f"<answer>{wrong_one}</answer>"])
+    cols = {"puzzle": [ex["puzzle"]], "solution": [ex["solution"]]}
+    default = rewards.combine({"sudoku4": 1.0})(*args, **cols).total[0]
+    knob_aware = rewards.combine({"sudoku4": 1.0}, functions={"sudoku4": partial.reward})
+    assert default == 0.0
+    assert 0.0 < knob_aware(*args, **cols).total[0] < 1.0

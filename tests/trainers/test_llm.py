@@ -64,9 +64,14 @@ def _train_rows(run_dir):
 
 
 def test_resume_3_plus_3_equals_6(small_model_dir, tmp_path):
-    straight = config(small_model_dir, tmp_path / "a", steps=6, eval_every=3)
+    # a reward that depends on the completion, so every step's metrics depend on the data
+    reward = tmp_path / "length.py"
+    reward.write_text("def length(prompts, completions, **kw):\n"
+                      "    return [float(len(c) % 5) for c in completions]\n")
+    varied = {"rewards": {f"{reward}:length": 1.0}}
+    straight = config(small_model_dir, tmp_path / "a", steps=6, eval_every=3, **varied)
     train(straight)
-    first = config(small_model_dir, tmp_path / "b", steps=3, eval_every=3)
+    first = config(small_model_dir, tmp_path / "b", steps=3, eval_every=3, **varied)
     train(first)
     train(first.model_copy(update={"steps": 6}), resume=True)
     a, b = _train_rows(straight.run_dir), _train_rows(first.run_dir)

@@ -33,13 +33,17 @@ class RewardResult:
 class CombinedReward:
     """Callable `(prompts, completions, **columns) -> RewardResult`."""
 
-    def __init__(self, weights: Mapping[str | Callable, float], failure_reward: float = 0.0):
+    def __init__(self, weights: Mapping[str | Callable, float], failure_reward: float = 0.0,
+                 functions: Mapping[str, Callable] | None = None):
         if not weights:
             raise ValueError("combine() needs at least one reward function")
         self.functions: dict[str, Callable] = {}
         self.weights: dict[str, float] = {}
         for key, weight in weights.items():
-            fn = get(key) if isinstance(key, str) else key
+            if isinstance(key, str):
+                fn = (functions or {}).get(key) or get(key)
+            else:
+                fn = key
             name = key if isinstance(key, str) else getattr(fn, "__name__", repr(fn))
             if not callable(fn):
                 raise ValueError(f"reward {name!r} is not callable")
@@ -151,6 +155,9 @@ def _columns_for(name: str, fn: Callable, columns: Mapping[str, Any]) -> dict[st
     return {p.name: columns[p.name] for p in named if p.name in columns}
 
 
-def combine(weights: Mapping[str | Callable, float], failure_reward: float = 0.0) -> CombinedReward:
-    """Weighted sum of reward functions given by name (or as callables)."""
-    return CombinedReward(weights, failure_reward)
+def combine(weights: Mapping[str | Callable, float], failure_reward: float = 0.0,
+            functions: Mapping[str, Callable] | None = None) -> CombinedReward:
+    """Weighted sum of reward functions given by name (or as callables). `functions` maps
+    names to callables that take precedence over the registry (e.g. a task's verifier
+    built with non-default knobs)."""
+    return CombinedReward(weights, failure_reward, functions)

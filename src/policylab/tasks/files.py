@@ -56,6 +56,11 @@ class FileTask:
         self._reward = rewards.get(reward)
         self.columns = tuple(k for k in next(iter(self._splits.values()))[0] if k != prompt_column)
 
+    @property
+    def rows(self) -> dict[str, int]:
+        """Rows per split."""
+        return {split: len(rows) for split, rows in self._splits.items()}
+
     def __repr__(self) -> str:
         return f"FileTask({str(self.path)!r}, prompt_column={self.prompt_column!r})"
 

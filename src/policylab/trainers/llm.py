@@ -31,7 +31,6 @@ from policylab.workflows.single_turn import rollout
 
 log = logging.getLogger(__name__)
 
-POOL_SIZE = 5000  # distinct training prompts drawn per run (our choice)
 CURVES = [
     "reward/mean",
     "eval/greedy_accuracy",
@@ -53,8 +52,6 @@ class TrainResult:
 
 def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`."""
-    if cfg.temperature <= 0:
-        raise ConfigError("temperature must be > 0 for training (0 = greedy has no gradient)")
     parts = components(
         cfg.algo,
         max_new_tokens=cfg.max_new_tokens,
@@ -67,10 +64,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             "supported yet (use it on control tasks)"
         )
     task = tasks.get(cfg.task, **cfg.task_knobs)
-    default_reward = cfg.task if cfg.task in tasks.names() else task.reward_name
-    reward_fn = rewards.combine(
-        cfg.rewards or {default_reward: 1.0}, failure_reward=cfg.failure_reward
-    )
+    # the task's own verifier, built with this run's knobs, answers to the task's name
+    default_reward = task.name if cfg.task in tasks.names() else task.reward_name
+    reward_fn = rewards.combine(cfg.rewards or {default_reward: 1.0},
+                                failure_reward=cfg.failure_reward,
+                                functions={task.name: task.reward})
     resolved = {
         "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
@@ -88,7 +86,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         max_new_tokens=cfg.max_new_tokens,
         stop_strings=tuple(cfg.stop_strings),
     )
-    pool = task.examples("train", min(POOL_SIZE, cfg.steps * cfg.prompts_per_step), seed=cfg.seed)
+    pool = task.examples("train", min(cfg.train_pool, getattr(task, "rows", {}).get("train",
+                                                                       cfg.train_pool)),
+                         seed=cfg.seed)
     sampler = UniformSampler(len(pool), seed=cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
