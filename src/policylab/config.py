@@ -128,6 +128,9 @@ class TrainConfig(Schema):
         25, ge=0, description="held-out evaluation every N steps (0 = start and end only)"
     )
     eval_n: int = Field(200, ge=1, description="held-out examples per evaluation")
+    eval_seed: int = Field(
+        0, description="which held-out examples are drawn (fixed across training seeds)"
+    )
     save_every: int = Field(50, ge=0, description="checkpoint every N steps (0 = only at the end)")
     samples_per_log: int = Field(
         4, ge=0, description="completions written to samples.jsonl per step"

@@ -37,7 +37,9 @@ def prompt_ids(tokenizer, prompts: list) -> list[list[int]]:
                     "the prompts are chat messages but the tokenizer has no chat template; "
                     "give the tokenizer a chat_template or use plain-text prompts"
                 )
-            out.append(tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True))
+            ids = tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True)
+            # transformers 5 returns an encoding (a mapping); older versions a list of ids
+            out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
     return out
 
 

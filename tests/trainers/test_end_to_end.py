@@ -9,9 +9,20 @@ from policylab.trainers.llm import train
 
 @pytest.mark.slow
 def test_grpo_raises_held_out_reward_of_the_shipped_model(tmp_path):
-    cfg = TrainConfig(algo="grpo", task="arithmetic", model="tiny", steps=40, eval_every=0,
-                      eval_n=200, save_every=0, progress=False, run_dir=str(tmp_path / "run"),
-                      loss={"kl_coef": 0.0}, lr=5e-4, seed=0)
+    cfg = TrainConfig(
+        algo="grpo",
+        task="arithmetic",
+        model="tiny",
+        steps=40,
+        eval_every=0,
+        eval_n=200,
+        save_every=0,
+        progress=False,
+        run_dir=str(tmp_path / "run"),
+        loss={"kl_coef": 0.0},
+        lr=5e-4,
+        seed=0,
+    )
     result = train(cfg)
     before, after = result.before["eval/sampled_reward"], result.after["eval/sampled_reward"]
     # Both evaluations score the same 200 held-out prompts; the standard error of a

@@ -66,8 +66,10 @@ def _train_rows(run_dir):
 def test_resume_3_plus_3_equals_6(small_model_dir, tmp_path):
     # a reward that depends on the completion, so every step's metrics depend on the data
     reward = tmp_path / "length.py"
-    reward.write_text("def length(prompts, completions, **kw):\n"
-                      "    return [float(len(c) % 5) for c in completions]\n")
+    reward.write_text(
+        "def length(prompts, completions, **kw):\n"
+        "    return [float(len(c) % 5) for c in completions]\n"
+    )
     varied = {"rewards": {f"{reward}:length": 1.0}}
     straight = config(small_model_dir, tmp_path / "a", steps=6, eval_every=3, **varied)
     train(straight)

@@ -33,8 +33,12 @@ class RewardResult:
 class CombinedReward:
     """Callable `(prompts, completions, **columns) -> RewardResult`."""
 
-    def __init__(self, weights: Mapping[str | Callable, float], failure_reward: float = 0.0,
-                 functions: Mapping[str, Callable] | None = None):
+    def __init__(
+        self,
+        weights: Mapping[str | Callable, float],
+        failure_reward: float = 0.0,
+        functions: Mapping[str, Callable] | None = None,
+    ):
         if not weights:
             raise ValueError("combine() needs at least one reward function")
         self.functions: dict[str, Callable] = {}
@@ -155,8 +159,11 @@ def _columns_for(name: str, fn: Callable, columns: Mapping[str, Any]) -> dict[st
     return {p.name: columns[p.name] for p in named if p.name in columns}
 
 
-def combine(weights: Mapping[str | Callable, float], failure_reward: float = 0.0,
-            functions: Mapping[str, Callable] | None = None) -> CombinedReward:
+def combine(
+    weights: Mapping[str | Callable, float],
+    failure_reward: float = 0.0,
+    functions: Mapping[str, Callable] | None = None,
+) -> CombinedReward:
     """Weighted sum of reward functions given by name (or as callables). `functions` maps
     names to callables that take precedence over the registry (e.g. a task's verifier
     built with non-default knobs)."""

@@ -5,8 +5,8 @@ then "=", e.g. "17+25*3=". Answer: the integer result, e.g. "92" (negative resul
 "-": "17-25=" gives "-8"). Columns: none beyond `answer`.
 
 Knobs: digits (default 2; 1..4): operands are drawn uniformly from 0 .. 10**digits - 1;
-ops (default "+"; the shipped tiny model's setting): the operators to draw from, a non-empty string of distinct
-characters from "+-*"; n_operands (default 2; 2..4).
+ops (default "+", the shipped tiny model's setting): the operators to draw from, a
+non-empty string of distinct characters from "+-*"; n_operands (default 2; 2..4).
 
 Verifier: 1.0 when the extracted answer matches -?[0-9]+ (at most 40 characters) and its
 integer value equals the answer column, else 0.0. So "042" and "-0" count as 42 and 0

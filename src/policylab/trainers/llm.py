@@ -66,9 +66,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     task = tasks.get(cfg.task, **cfg.task_knobs)
     # the task's own verifier, built with this run's knobs, answers to the task's name
     default_reward = task.name if cfg.task in tasks.names() else task.reward_name
-    reward_fn = rewards.combine(cfg.rewards or {default_reward: 1.0},
-                                failure_reward=cfg.failure_reward,
-                                functions={task.name: task.reward})
+    reward_fn = rewards.combine(
+        cfg.rewards or {default_reward: 1.0},
+        failure_reward=cfg.failure_reward,
+        functions={task.name: task.reward},
+    )
     resolved = {
         "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
@@ -86,9 +88,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         max_new_tokens=cfg.max_new_tokens,
         stop_strings=tuple(cfg.stop_strings),
     )
-    pool = task.examples("train", min(cfg.train_pool, getattr(task, "rows", {}).get("train",
-                                                                       cfg.train_pool)),
-                         seed=cfg.seed)
+    pool = task.examples(
+        "train",
+        min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
+        seed=cfg.seed,
+    )
     sampler = UniformSampler(len(pool), seed=cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -110,7 +114,12 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
 
     def held_out(step: int) -> dict[str, float]:
         scores = evaluate(
-            model, tokenizer, task, n=cfg.eval_n, seed=cfg.seed, max_new_tokens=cfg.max_new_tokens
+            model,
+            tokenizer,
+            task,
+            n=cfg.eval_n,
+            seed=cfg.eval_seed,
+            max_new_tokens=cfg.max_new_tokens,
         ).as_dict()
         run.log(step, scores, kind="eval")
         evals.append({"step": step, **scores})

@@ -204,8 +204,13 @@ def progress_bar(description: str, total: int, fields: dict[str, str], enabled: 
         TimeRemainingColumn(),
     ]
     columns += [TextColumn(f"{label} {{task.fields[{key}]}}") for key, label in fields.items()]
-    bar = Progress(*columns, disable=not enabled)
-    return bar
+    import sys
+
+    from rich.console import Console
+
+    # a log file or a pipe gets the final line at full width instead of a cut-off one
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    return Progress(*columns, disable=not enabled, console=console)
 
 
 def lr_lambda(cfg, total_updates: int):
