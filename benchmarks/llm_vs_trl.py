@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/llm_vs_trl.py --model tiny --task arithmetic \\
         --task-knobs '{"ops": "+"}' --steps 100 --prompts 16 --samples 8 \\
-        --max-new-tokens 24 --lr 2e-4 --eval-n 200 --seed 0 --out docs/benchmarks-llm.md
+        --max-new-tokens 24 --lr 2e-4 --eval-n 200 --seed 0 --out /tmp/bench-llm.md
 
 Four runs — {policylab, TRL} × {GRPO without KL (β = 0), GRPO with KL (β = 0.04)} — each
 in its own subprocess, so its peak RSS is its own. For each: seconds per optimiser step,
