@@ -9,9 +9,20 @@ from policylab.trainers.llm import train
 
 @pytest.mark.slow
 def test_grpo_raises_held_out_accuracy_of_the_shipped_model(tmp_path):
-    cfg = TrainConfig(algo="grpo", task="arithmetic", model="tiny", steps=200, lr=5e-5,
-                      loss={"kl_coef": 0.0}, eval_every=0, eval_n=500, save_every=0,
-                      progress=False, run_dir=str(tmp_path / "run"), seed=0)
+    cfg = TrainConfig(
+        algo="grpo",
+        task="arithmetic",
+        model="tiny",
+        steps=200,
+        lr=5e-5,
+        loss={"kl_coef": 0.0},
+        eval_every=0,
+        eval_n=500,
+        save_every=0,
+        progress=False,
+        run_dir=str(tmp_path / "run"),
+        seed=0,
+    )
     result = train(cfg)
     before = result.before["eval/greedy_accuracy"]
     after = result.after["eval/greedy_accuracy"]
