@@ -95,3 +95,28 @@ def test_eval_of_the_shipped_model_reproduces_its_recorded_scores():
         assert got["eval/greedy_accuracy"] == pytest.approx(scores["eval/greedy_accuracy"])
         # the deliberately unfinished model leaves room for RL on every task
         assert 0.2 <= scores["eval/greedy_accuracy"] <= 0.7
+
+
+def test_the_sft_command_builds_a_model_the_eval_command_reads(tmp_path, capsys):
+    from policylab.cli import main
+
+    out = tmp_path / "cli-model"
+    assert (
+        main(
+            [
+                "sft",
+                f"out={out}",
+                "steps=2",
+                "pool_size=10",
+                "eval_n=2",
+                "hidden_size=16",
+                "num_hidden_layers=1",
+                "tasks={arithmetic: {}}",
+            ]
+        )
+        == 0
+    )
+    assert (out / "SHA256SUMS").read_text() == checksums(out)
+    assert main(["eval", "--model", str(out), "--task", "arithmetic", "--n", "3"]) == 0
+    assert "arithmetic" in capsys.readouterr().out
+    assert main(["sft", "stepz=2"]) == 2  # a bad field is an error, not a traceback
