@@ -172,7 +172,7 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
 def _train(console: Console, args: argparse.Namespace) -> int:
     import yaml
 
-    from policylab.config import TrainConfig, load, parse_overrides
+    from policylab.config import TrainConfig, is_gym_task, load, parse_overrides
     from policylab.trainers.llm import train
 
     overrides = parse_overrides(args.overrides)
@@ -189,6 +189,10 @@ def _train(console: Console, args: argparse.Namespace) -> int:
         base = yaml.safe_load(saved.read_text())
         base = {k: v for k, v in base.items() if k not in ("provenance", "resolved")}
         base["run_dir"] = args.resume
+    file_task = yaml.safe_load(Path(args.config).read_text() or "{}") if args.config else {}
+    task = overrides.get("task") or (file_task or {}).get("task") or base.get("task", "")
+    if is_gym_task(str(task)):
+        return _train_control(console, args, base, overrides)
     if args.config:
         base.update(load(TrainConfig, args.config).model_dump(exclude_unset=True))
     cfg = load(TrainConfig, None, {**base, **overrides})
@@ -199,6 +203,39 @@ def _train(console: Console, args: argparse.Namespace) -> int:
     for key in ("eval/greedy_accuracy", "eval/greedy_reward", "eval/sampled_reward"):
         table.add_row(key.split("/")[1], f"{result.before[key]:.3f}", f"{result.after[key]:.3f}")
     console.print(table)
+    console.print(f"run folder: {result.run_dir} ({result.seconds:.0f} s)")
+    return 0
+
+
+def _train_control(console: Console, args: argparse.Namespace, base: dict, overrides: dict) -> int:
+    from policylab.config import load, load_control
+    from policylab.trainers.control import train
+
+    if "model" in overrides:
+        raise ValueError("--model is for language models; control policies are MLPs (hidden=...)")
+    if base:  # --resume: the saved config is complete, the tuned defaults are already in it
+        from policylab.config import ControlConfig
+
+        cfg = load(ControlConfig, None, {**base, **overrides})
+    else:
+        cfg = load_control(args.config, overrides)
+    result = train(cfg, resume=bool(args.resume))
+    table = Table(
+        title=f"{cfg.task}: evaluation return ({cfg.eval_episodes} episodes)",
+        title_justify="left",
+    )
+    for col in ("env steps", "return", "seconds"):
+        table.add_column(col)
+    for e in result.evals:
+        table.add_row(
+            str(e["env_steps"]), f"{e['eval/return_mean']:.1f}", f"{e['time/elapsed_s']:.1f}"
+        )
+    console.print(table)
+    if result.solved_at is not None:
+        console.print(
+            f"reached {cfg.stop_return} at {result.solved_at['env_steps']} steps, "
+            f"{result.solved_at['seconds']:.1f} s"
+        )
     console.print(f"run folder: {result.run_dir} ({result.seconds:.0f} s)")
     return 0
 
@@ -265,12 +302,17 @@ def main(argv: list[str] | None = None) -> int:
     bandit.add_argument("--steps", type=int, default=300, help="training steps per run")
     tr = sub.add_parser(
         "train",
-        help="train a language model with a named algorithm",
+        help="train a language model, or a control policy on a gymnasium id",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="fields (key=value):\n" + _fields("train"),
+        epilog="fields (key=value):\n"
+        + _fields("train")
+        + "\n\ncontrol fields (--task <gymnasium id>, e.g. CartPole-v1):\n"
+        + _fields("control"),
     )
     tr.add_argument("--algo", default=None, help="named algorithm (policylab list)")
-    tr.add_argument("--task", default=None, help="embedded task or a data file/folder")
+    tr.add_argument(
+        "--task", default=None, help="embedded task, a data file/folder, or a gymnasium id"
+    )
     tr.add_argument("--model", default=None, help='"tiny" (shipped), a folder or a hub id')
     tr.add_argument("--config", default=None, help="YAML file of fields")
     tr.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run folder")
@@ -307,10 +349,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fields(command: str) -> str:
-    from policylab.config import TrainConfig, describe_fields
+    from policylab.config import ControlConfig, TrainConfig, describe_fields
     from policylab.trainers.sft import SFTConfig
 
-    return describe_fields({"sft": SFTConfig, "train": TrainConfig}[command])
+    schemas = {"sft": SFTConfig, "train": TrainConfig, "control": ControlConfig}
+    return describe_fields(schemas[command])
 
 
 def _quiet_transformers() -> None:

@@ -186,3 +186,152 @@ class TrainConfig(Schema):
     @property
     def folder(self) -> Path:
         return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+
+
+class ControlConfig(Schema):
+    """Every field of `policylab train --task <gymnasium id>` (PPO on control). One
+    iteration collects num_envs × num_steps transitions, then runs `epochs` passes of
+    minibatches over them. Unset fields take the environment's tuned defaults
+    (`CONTROL_DEFAULTS`), then these generic ones (CleanRL's `ppo.py`)."""
+
+    algo: str = Field("ppo", description="named algorithm with a value loss (ppo)")
+    task: str = Field("CartPole-v1", description="gymnasium environment id")
+    total_steps: int = Field(100_000, ge=1, description="environment steps (all envs together)")
+    num_envs: int = Field(4, ge=1, description="environments stepped in lock-step")
+    num_steps: int = Field(128, ge=1, description="steps per environment per iteration")
+    epochs: int = Field(4, ge=1, description="passes over each iteration's batch")
+    minibatch_size: int = Field(128, ge=1, description="transitions per optimiser step")
+    lr: float = Field(2.5e-4, gt=0, description="peak Adam learning rate")
+    schedule: str = Field("linear", description="lr after warm-up: constant, linear or cosine")
+    warmup_steps: int = Field(0, ge=0, description="linear lr warm-up (iterations)")
+    gamma: float = Field(0.99, ge=0, le=1, description="discount γ")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE λ")
+    clip: float = Field(0.2, gt=0, lt=1, description="PPO ratio clip ε")
+    value_clip: float | None = Field(
+        None, description="clip V to V_old ± this (None = unclipped value loss)"
+    )
+    vf_coef: float = Field(0.5, ge=0, description="weight of the value loss")
+    ent_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
+    norm_adv: bool = Field(True, description="standardise advantages per minibatch")
+    target_kl: float | None = Field(
+        None, description="stop the epochs once approx. KL exceeds this (None = off)"
+    )
+    grad_clip: float = Field(0.5, ge=0, description="max global grad norm (0 = off)")
+    hidden: list[int] = Field(default_factory=lambda: [64, 64], description="MLP widths")
+    normalize_obs: bool = Field(False, description="running mean/var observation normaliser")
+    eval_every: int = Field(
+        10, ge=0, description="evaluation every N iterations (0 = start and end only)"
+    )
+    eval_episodes: int = Field(10, ge=1, description="episodes per evaluation (policy's mode)")
+    eval_seed: int = Field(10_000, description="seed of the evaluation episodes")
+    stop_return: float | None = Field(
+        None, description="stop once the evaluation return reaches this (None = never)"
+    )
+    save_every: int = Field(
+        0, ge=0, description="checkpoint every N iterations (0 = only at the end)"
+    )
+    torch_threads: int = Field(
+        1, ge=0, description="torch CPU threads (tiny MLPs run fastest on 1; 0 = leave as is)"
+    )
+    run_dir: str = Field("", description="run folder (default runs/<algo>-<task>-s<seed>)")
+    seed: int = Field(0, description="seed of environments, sampling and initialisation")
+    progress: bool = Field(True, description="show the progress bar")
+
+    @field_validator("schedule")
+    @classmethod
+    def _known_schedule(cls, value: str) -> str:
+        if value not in ("constant", "linear", "cosine"):
+            raise ValueError(f"unknown schedule {value!r}; choices: constant, linear, cosine")
+        return value
+
+    @field_validator("algo")
+    @classmethod
+    def _algo_with_critic(cls, value: str) -> str:
+        from policylab import recipes
+
+        if value not in recipes.recipes:
+            raise ValueError(f"unknown algorithm {value!r}; choices: {', '.join(recipes.names())}")
+        recipe = recipes.get(value)
+        if recipe.value_loss is None or recipe.advantage != "gae":
+            with_critic = [
+                n
+                for n in recipes.names()
+                if recipes.get(n).value_loss and recipes.get(n).advantage == "gae"
+            ]
+            raise ValueError(
+                f"algorithm {value!r} has no critic and GAE; control training needs one of: "
+                f"{', '.join(with_critic)}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _sizes(self) -> ControlConfig:
+        batch = self.num_envs * self.num_steps
+        if batch % self.minibatch_size:
+            valid = [d for d in range(1, batch + 1) if batch % d == 0]
+            raise ValueError(
+                f"minibatch_size={self.minibatch_size} must divide num_envs × num_steps = "
+                f"{batch}; valid: {valid}"
+            )
+        return self
+
+    @property
+    def iterations(self) -> int:
+        return max(1, self.total_steps // (self.num_envs * self.num_steps))
+
+    @property
+    def name(self) -> str:
+        return Path(self.run_dir).name if self.run_dir else f"{self.algo}-{self.task}-s{self.seed}"
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+
+
+# Tuned per-environment defaults, applied under the user's fields. Sources: rl-baselines3-zoo
+# hyperparams/ppo.yml ([zoo]) where it transfers; [ours] where we measured (docs/control.md).
+CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "CartPole-v1": {
+        "num_envs": 8,  # [zoo]
+        "num_steps": 32,  # [zoo]
+        "minibatch_size": 256,  # [zoo] batch_size 256 (one minibatch per epoch)
+        "epochs": 20,  # [zoo]
+        "gamma": 0.98,  # [zoo]
+        "lam": 0.8,  # [zoo]
+        "lr": 1e-3,  # [zoo] lin_1e-3
+        "ent_coef": 0.0,  # [zoo]
+        "total_steps": 100_000,  # [zoo] n_timesteps 1e5
+    },
+    "Pendulum-v1": {
+        "num_envs": 4,  # [zoo]
+        "num_steps": 1024,  # [zoo]
+        "minibatch_size": 64,  # [zoo] batch_size 64
+        "epochs": 10,  # [zoo]
+        "gamma": 0.9,  # [zoo]
+        "lam": 0.95,  # [zoo]
+        "lr": 1e-3,  # [zoo]
+        "schedule": "constant",  # [zoo] constant lr
+        "normalize_obs": True,  # [ours]
+        "total_steps": 100_000,  # [zoo] n_timesteps 1e5
+        "eval_every": 5,  # [ours] iterations are 4096 steps long
+    },
+}
+
+
+def is_gym_task(task: str) -> bool:
+    """True for a registered gymnasium environment id (e.g. CartPole-v1)."""
+    try:
+        import gymnasium
+    except ImportError:
+        return False
+    return task in gymnasium.registry
+
+
+def load_control(file: str | Path | None = None, overrides: dict[str, Any] | None = None):
+    """ControlConfig: the task's tuned defaults, then the YAML file, then `overrides`."""
+    given: dict[str, Any] = {}
+    if file is not None:
+        given.update(load(ControlConfig, file).model_dump(exclude_unset=True))
+    given.update(overrides or {})
+    task = given.get("task", ControlConfig.model_fields["task"].default)
+    return load(ControlConfig, None, {**CONTROL_DEFAULTS.get(task, {}), **given})

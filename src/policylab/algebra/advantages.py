@@ -176,32 +176,71 @@ def _backward_discounted(
     mask: torch.Tensor,
     gamma: float,
     lam: float,
+    *,
+    next_values: torch.Tensor | None = None,
+    cuts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GAE recursion over the valid tokens of each row, right to left.
+    """GAE recursion over the valid positions of each row, right to left — the one home of
+    the recursion for language models (tokens) and control (time steps).
 
-    δ_t = ρ_t + γ·V_next − V_t,  Â_t = δ_t + γλ·Â_next,  ret_t = Â_t + V_t, where V_next and
-    Â_next belong to the next *valid* token (0 after the last): masked positions (padding,
-    tool output) neither produce a TD error nor break the chain. With values None (V ≡ 0)
-    and λ = 1 this is the discounted return. Returns (Â, ret), both 0 where mask is 0."""
+    δ_t = ρ_t + γ·V_next − V_t,  Â_t = δ_t + γλ·(1 − c_t)·Â_next,  ret_t = Â_t + V_t.
+    V_next and Â_next belong to the next *valid* position (0 after the last): masked
+    positions (padding, tool output) neither produce a TD error nor break the chain.
+    `next_values` [B, T], when given, replaces V_next at each position (control: the value
+    of the observation that followed step t, 0 on termination); `cuts` [B, T] (0/1) stops
+    Â_next from crossing an episode boundary after position t. With values None (V ≡ 0) and
+    λ = 1 this is the discounted return. Returns (Â, ret), both 0 where mask is 0."""
     dtype = torch.promote_types(token_rewards.dtype, torch.float32)
     rho = token_rewards.to(dtype)
     V = torch.zeros_like(rho) if values is None else values.to(dtype)
     valid = mask > 0
     rho = torch.where(valid, rho, torch.zeros_like(rho))
     V = torch.where(valid, V, torch.zeros_like(V))
+    keep = None if cuts is None else 1.0 - cuts.to(dtype)
     B, T = rho.shape
     adv = torch.zeros_like(rho)
     next_value = rho.new_zeros(B)
     next_adv = rho.new_zeros(B)
     for t in reversed(range(T)):
-        delta = rho[:, t] + gamma * next_value - V[:, t]
-        a_t = delta + gamma * lam * next_adv
+        v_next = next_value if next_values is None else next_values[:, t].to(dtype)
+        carried = next_adv if keep is None else keep[:, t] * next_adv
+        delta = rho[:, t] + gamma * v_next - V[:, t]
+        a_t = delta + gamma * lam * carried
         v_t = valid[:, t]
         adv[:, t] = torch.where(v_t, a_t, torch.zeros_like(a_t))
         next_value = torch.where(v_t, V[:, t], next_value)
         next_adv = torch.where(v_t, a_t, next_adv)
     returns = torch.where(valid, adv + V, torch.zeros_like(adv))
     return adv, returns
+
+
+def gae_over_time(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    gamma: float = 0.99,
+    lam: float = 0.95,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE along the time axis of a vector environment (control: one row per time step).
+
+    All inputs are [T, N] (time step, environment). `next_values[t]` is V of the observation
+    that followed step t: the next step's observation, or on truncation the *final*
+    observation before the reset, so a time limit is bootstrapped, not treated as death;
+    at the last step of the rollout it is V of the current observation.
+        δ_t = r_t + γ·(1 − term_t)·V'_t − V_t,   Â_t = δ_t + γλ·(1 − done_t)·Â_{t+1},
+    done = term ∨ trunc (Schulman et al., arXiv:1506.02438 eq. 16; Pardo et al.,
+    arXiv:1712.00378 for bootstrapping at time limits). Returns (Â, ret = Â + V), [T, N],
+    never whitened (the trainer normalises per minibatch)."""
+    term = terminated.to(values.dtype)
+    done = torch.maximum(term, truncated.to(values.dtype))
+    bootstrap = (1.0 - term) * next_values.to(values.dtype)
+    mask = torch.ones_like(values.T)
+    adv, returns = _backward_discounted(
+        rewards.T, values.T, mask, gamma, lam, next_values=bootstrap.T, cuts=done.T
+    )
+    return adv.T, returns.T
 
 
 def _token_rewards(rollouts: Rollouts, cfg: KLInRewardOptions, *, by: str) -> torch.Tensor:

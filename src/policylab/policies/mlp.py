@@ -1,0 +1,159 @@
+"""MLP actor-critics for gymnasium control, in the style of CleanRL's `ppo.py` and SB3's
+`MlpPolicy`: separate actor and critic trunks (tanh), orthogonal initialisation (gain √2,
+policy head 0.01, value head 1), a state-independent log-std for continuous actions, and
+an optional running normaliser of observations whose statistics live in the state dict (so
+checkpoints carry them).
+
+Action log-probs and entropies are summed over action dimensions: one time step is one
+"token" of the shared algebra, so the policy loss sees logprobs of shape [B, 1]."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+class RunningMeanStd(nn.Module):
+    """Running mean and variance of observations (Chan et al.'s parallel update, as in
+    OpenAI baselines and SB3's VecNormalize); normalise = clip((x − μ)/√(σ² + ε), ±clip)."""
+
+    def __init__(self, shape: tuple[int, ...], clip: float = 10.0, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.clip, self.eps = clip, eps
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        x = x.to(torch.float64)
+        batch_mean, batch_var, n = x.mean(0), x.var(0, unbiased=False), x.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + n
+        self.mean += delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + self.eps)
+        return z.clamp(-self.clip, self.clip)
+
+
+def _layer(n_in: int, n_out: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(n_in, n_out)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def _mlp(n_in: int, hidden: tuple[int, ...], n_out: int, head_gain: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [_layer(n_in, width, math.sqrt(2)), nn.Tanh()]
+        n_in = width
+    layers.append(_layer(n_in, n_out, head_gain))
+    return nn.Sequential(*layers)
+
+
+@dataclass
+class PolicyStep:
+    """One forward pass over a batch of observations (no grad at sampling time)."""
+
+    actions: torch.Tensor  # [B] long (discrete) or [B, A] float (continuous)
+    logprobs: torch.Tensor  # [B]
+    values: torch.Tensor  # [B]
+
+
+class ActorCritic(nn.Module):
+    """π(a|s) and V(s) over flat observations.
+
+    discrete: logits = actor(s), π = softmax(logits).
+    continuous: a ~ N(actor(s), diag(exp(2·log_std))), log_std a free parameter (init 0).
+    Actions are sampled from the unbounded distribution; the workflow clips them to the
+    action space before stepping (CleanRL, SB3), so the stored log-prob is exact."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        *,
+        discrete: bool,
+        hidden: tuple[int, ...] = (64, 64),
+        normalize_obs: bool = False,
+        log_std_init: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.discrete, self.action_dim = discrete, action_dim
+        self.obs_norm = RunningMeanStd((obs_dim,)) if normalize_obs else None
+        self.actor = _mlp(obs_dim, hidden, action_dim, head_gain=0.01)
+        self.critic = _mlp(obs_dim, hidden, 1, head_gain=1.0)
+        self.log_std = None if discrete else nn.Parameter(torch.full((action_dim,), log_std_init))
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.obs_norm is None else self.obs_norm(obs)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s): [B, obs_dim] → [B]."""
+        return self.critic(self._features(obs)).squeeze(-1)
+
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions, with grad."""
+        x = self._features(obs)
+        out = self.actor(x)
+        if self.discrete:
+            logp_all = torch.log_softmax(out, dim=-1)
+            logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        else:
+            log_std = self.log_std.expand_as(out)
+            z = (actions - out) / log_std.exp()
+            logp = (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
+        return logp, entropy, self.critic(x).squeeze(-1)
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: torch.Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        deterministic: bool = False,
+    ) -> PolicyStep:
+        """Sample (or, deterministic, take the mode of) π(·|s) for a batch of observations."""
+        x = self._features(obs)
+        out = self.actor(x)
+        if self.discrete:
+            if deterministic:
+                actions = out.argmax(-1)
+            else:
+                probs = torch.softmax(out, dim=-1)
+                actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        elif deterministic:
+            actions = out
+        else:
+            noise = torch.randn(out.shape, generator=generator, dtype=out.dtype)
+            actions = out + self.log_std.exp() * noise
+        logp, _, values = self.evaluate(obs, actions)
+        return PolicyStep(actions, logp, values)
+
+
+def make_actor_critic(observation_space, action_space, **kwargs) -> ActorCritic:
+    """An ActorCritic sized for gymnasium spaces: Box observations; Discrete or Box actions."""
+    from gymnasium import spaces
+
+    if not isinstance(observation_space, spaces.Box):
+        raise ValueError(
+            f"observation space {observation_space} is not supported; expected a flat Box"
+        )
+    obs_dim = int(math.prod(observation_space.shape))
+    if isinstance(action_space, spaces.Discrete):
+        return ActorCritic(obs_dim, int(action_space.n), discrete=True, **kwargs)
+    if isinstance(action_space, spaces.Box):
+        return ActorCritic(obs_dim, int(math.prod(action_space.shape)), discrete=False, **kwargs)
+    raise ValueError(f"action space {action_space} is not supported; expected Discrete or Box")

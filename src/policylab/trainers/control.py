@@ -1,0 +1,298 @@
+"""The control trainer: PPO on a gymnasium environment, one loop, read top to bottom.
+
+Per iteration: collect num_envs × num_steps transitions (workflows/episodes.py) → GAE
+along the time axis (algebra/advantages.py `gae_over_time`, bootstrapped at time limits)
+→ `epochs` passes over shuffled minibatches: the recipe's policy loss (`ppo_clip`, via
+`components`) + vf_coef · the recipe's value loss (`value_clip`) − ent_coef · entropy →
+clip grad norm → Adam step; target-KL early stop → lr schedule → metrics, evaluation,
+checkpoint. One time step is one row of the shared algebra (T = 1, token-mean = mean over
+steps). The run folder, checkpoints and resume are trainers/run.py's, as for llm.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import cloudpickle
+import torch
+
+from policylab.algebra.advantages import gae_over_time, masked_whiten
+from policylab.api import components
+from policylab.config import ControlConfig
+from policylab.policies import make_actor_critic
+from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
+from policylab.workflows.episodes import EpisodeCollector, evaluate_policy
+
+log = logging.getLogger(__name__)
+
+CURVES = [
+    "eval/return_mean",
+    "rollout/episode_return",
+    "pg/clipfrac",
+    "vf/explained_var",
+    "approx_kl",
+    "entropy",
+]
+
+
+@dataclass
+class ControlResult:
+    run_dir: str
+    evals: list[dict]
+    env_steps: int
+    seconds: float
+    solved_at: dict | None  # first evaluation that reached cfg.stop_return: step, seconds
+
+
+def train(cfg: ControlConfig, *, resume: bool = False) -> ControlResult:
+    """Train an MLP actor-critic on `cfg.task` with `cfg.algo` (PPO)."""
+    threads = torch.get_num_threads()
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    try:
+        return _train(cfg, resume)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
+    parts = components(
+        cfg.algo,
+        advantage_overrides={"gamma": cfg.gamma, "lam": cfg.lam, "whiten": False},
+        loss_overrides={"eps_low": cfg.clip, "eps_high": cfg.clip},
+        value_overrides={"clip": cfg.value_clip},
+    )
+    resolved = {
+        "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
+        "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
+        "value": {"name": parts.value.name, **asdict(parts.value.options)},
+    }
+    run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
+    torch.manual_seed(cfg.seed)
+    collector = EpisodeCollector(cfg.task, cfg.num_envs, cfg.seed)
+    policy = make_actor_critic(
+        collector.envs.single_observation_space,
+        collector.envs.single_action_space,
+        hidden=tuple(cfg.hidden),
+        normalize_obs=cfg.normalize_obs,
+    )
+    generator = torch.Generator().manual_seed(cfg.seed)
+    optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
+    batch_size = cfg.num_envs * cfg.num_steps
+
+    start, evals, elapsed, solved_at = 0, [], 0.0, None
+    restored = run.load_checkpoint() if resume else None
+    if restored is not None:
+        _, state = restored
+        policy.load_state_dict(state["policy"])
+        optimiser.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        generator.set_state(state["generator"])
+        collector.close()
+        collector = cloudpickle.loads(state["collector"])
+        start, evals, elapsed = state["step"], state["evals"], state["elapsed_s"]
+        solved_at = state["solved_at"]
+        log.info("resumed %s at iteration %d", run.dir, start)
+
+    def evaluation(iteration: int) -> dict[str, float]:
+        nonlocal solved_at
+        scores = evaluate_policy(policy, cfg.task, cfg.eval_episodes, cfg.eval_seed)
+        scores["env_steps"] = iteration * batch_size
+        scores["time/elapsed_s"] = elapsed + time.perf_counter() - started
+        run.log(iteration, scores, kind="eval")
+        evals.append({"step": iteration, **scores})
+        reached = cfg.stop_return is not None and scores["eval/return_mean"] >= cfg.stop_return
+        if reached and solved_at is None:
+            solved_at = {"env_steps": scores["env_steps"], "seconds": scores["time/elapsed_s"]}
+        return scores
+
+    started = time.perf_counter()
+    if start == 0:
+        evaluation(0)
+    fields = {"ret": "return", "eval": "eval", "sps": "steps/s"}
+    with progress_bar(f"{cfg.algo} on {cfg.task}", cfg.iterations, fields, cfg.progress) as bar:
+        job = bar.add_task(
+            f"{cfg.algo} · {cfg.task}",
+            total=cfg.iterations,
+            completed=start,
+            ret="-",
+            eval=f"{evals[-1]['eval/return_mean']:.1f}",
+            sps="-",
+        )
+        for iteration in range(start + 1, cfg.iterations + 1):
+            # 1. rollouts: num_envs × num_steps transitions
+            t0 = time.perf_counter()
+            batch = collector.collect(policy, cfg.num_steps, generator)
+            # 2. GAE along the time axis, bootstrapped at truncation
+            with torch.no_grad():
+                adv, returns = gae_over_time(
+                    batch.rewards,
+                    batch.values,
+                    batch.next_values,
+                    batch.terminated,
+                    batch.truncated,
+                    parts.advantage.options.gamma,
+                    parts.advantage.options.lam,
+                )
+            t1 = time.perf_counter()
+            # 3. learn: epochs × shuffled minibatches, target-KL early stop
+            learn = _learn(
+                policy,
+                optimiser,
+                parts,
+                batch,
+                adv.reshape(-1),
+                returns.reshape(-1),
+                cfg,
+                generator,
+            )
+            scheduler.step()
+            t2 = time.perf_counter()
+            # 4. metrics, evaluation, checkpoint
+            metrics = {
+                "env_steps": iteration * batch_size,
+                "rollout/reward_mean": float(batch.rewards.mean()),
+                "rollout/episodes": len(batch.episode_returns),
+                "adv/abs_mean": float(adv.abs().mean()),
+                "lr": scheduler.get_last_lr()[0],
+                "perf/steps_per_s": batch_size / (t2 - t0),
+                "perf/collect_frac": (t1 - t0) / (t2 - t0),
+                **learn,
+            }
+            if batch.episode_returns:
+                metrics["rollout/episode_return"] = sum(batch.episode_returns) / len(
+                    batch.episode_returns
+                )
+                metrics["rollout/episode_length"] = sum(batch.episode_lengths) / len(
+                    batch.episode_lengths
+                )
+            run.log(iteration, metrics)
+            last = iteration == cfg.iterations
+            if last or (cfg.eval_every and iteration % cfg.eval_every == 0):
+                evaluation(iteration)
+                last = last or solved_at is not None
+            if last or (cfg.save_every and iteration % cfg.save_every == 0):
+                run.save_checkpoint(
+                    iteration,
+                    {
+                        "step": iteration,
+                        "env_steps": iteration * batch_size,
+                        "policy": policy.state_dict(),
+                        "optimizer": optimiser.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "generator": generator.get_state(),
+                        "collector": cloudpickle.dumps(collector),
+                        "evals": evals,
+                        "elapsed_s": elapsed + time.perf_counter() - started,
+                        "solved_at": solved_at,
+                        "config": cfg.model_dump(),
+                    },
+                )
+            bar.update(
+                job,
+                completed=iteration,
+                ret=f"{metrics.get('rollout/episode_return', math.nan):.1f}",
+                eval=f"{evals[-1]['eval/return_mean']:.1f}",
+                sps=f"{metrics['perf/steps_per_s']:.0f}",
+            )
+            if solved_at is not None:
+                break
+
+    seconds = elapsed + time.perf_counter() - started
+    collector.close()
+    env_steps = evals[-1]["env_steps"]
+    run.write_curves(CURVES, title=f"{cfg.algo} on {cfg.task} (seed {cfg.seed})")
+    run.write_summary(summary_table(cfg, evals, env_steps, seconds, solved_at))
+    run.close()
+    return ControlResult(str(run.dir), evals, env_steps, seconds, solved_at)
+
+
+def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dict[str, float]:
+    """`cfg.epochs` passes of shuffled minibatches; stops early once the approximate KL
+    (Schulman's k3, E[(r − 1) − log r]) of a minibatch exceeds `cfg.target_kl`."""
+    rollouts = batch.rollouts
+    old_logp, old_values = rollouts.logprobs[:, 0], rollouts.values[:, 0]
+    B = len(rollouts)
+    history: list[tuple[float, dict[str, float]]] = []
+    stopped = False
+    for _ in range(cfg.epochs):
+        for rows in torch.randperm(B, generator=generator).split(cfg.minibatch_size):
+            logp, entropy, values = policy.evaluate(batch.obs[rows], rollouts.actions[rows])
+            mask = torch.ones(len(rows), 1)
+            a = adv[rows].unsqueeze(-1)
+            if cfg.norm_adv and len(rows) > 1:
+                a = masked_whiten(a, mask, unbiased=True)
+            pg_loss, pg = parts.loss(
+                logprobs=logp.unsqueeze(-1),
+                old_logprobs=old_logp[rows].unsqueeze(-1),
+                advantages=a,
+                response_mask=mask,
+            )
+            v_loss, vf = parts.value(
+                values.unsqueeze(-1),
+                old_values[rows].unsqueeze(-1),
+                returns[rows].unsqueeze(-1),
+                mask,
+            )
+            loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy.mean()
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip or math.inf)
+            optimiser.step()
+            with torch.no_grad():
+                log_ratio = logp - old_logp[rows]
+                approx_kl = float(((log_ratio.exp() - 1) - log_ratio).mean())
+            history.append(
+                (
+                    1.0,
+                    {
+                        **pg,
+                        **vf,
+                        "loss": float(loss.detach()),
+                        "entropy": float(entropy.detach().mean()),
+                        "approx_kl": approx_kl,
+                        "grad_norm": float(norm),
+                    },
+                )
+            )
+            if cfg.target_kl is not None and approx_kl > cfg.target_kl:
+                stopped = True
+                break
+        if stopped:
+            break
+    out = mean_metrics(history)
+    out["updates"] = len(history)
+    out["early_stop"] = float(stopped)
+    if policy.log_std is not None:
+        out["policy/std"] = float(policy.log_std.detach().exp().mean())
+    return out
+
+
+def summary_table(
+    cfg: ControlConfig, evals: list[dict], env_steps: int, seconds: float, solved_at
+) -> str:
+    """summary.md: evaluation return before and after, and the run's throughput."""
+    before, after = evals[0], evals[-1]
+    best = max(evals, key=lambda e: e["eval/return_mean"])
+    lines = [
+        f"# {cfg.algo} on {cfg.task} (seed {cfg.seed})",
+        "",
+        f"| evaluation ({cfg.eval_episodes} episodes, policy's mode) | return |",
+        "|---|---|",
+        f"| before training | {before['eval/return_mean']:.1f} |",
+        f"| after {after['env_steps']} steps | {after['eval/return_mean']:.1f} |",
+        f"| best (at {best['env_steps']} steps) | {best['eval/return_mean']:.1f} |",
+        "",
+        f"{env_steps} environment steps in {seconds:.1f} s "
+        f"({env_steps / max(seconds, 1e-9):.0f} steps/s overall).",
+    ]
+    if solved_at is not None:
+        lines.append(
+            f"Evaluation return first reached {cfg.stop_return} at "
+            f"{solved_at['env_steps']} steps, {solved_at['seconds']:.1f} s."
+        )
+    return "\n".join(lines) + "\n"

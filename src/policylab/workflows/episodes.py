@@ -1,0 +1,156 @@
+"""Rollouts from a gymnasium vector environment: one row per (time step, environment).
+
+`EpisodeCollector` owns a SyncVectorEnv (same-step autoreset) and the episode in progress
+in each of its environments; `collect(policy, n_steps)` returns a `Rollouts` whose rows
+are time-major (row = t·N + n) plus the [T, N] tensors that GAE along the time axis reads.
+Termination and truncation are kept apart: on truncation (a time limit) the value of the
+final observation, before the automatic reset, is recorded in `next_values`, so GAE
+bootstraps it instead of treating the time limit as death.
+
+The collector is picklable (cloudpickle), so a checkpoint restores every environment's
+exact state and a resumed run continues step for step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from policylab.rollouts import Rollouts
+
+
+def make_vector_env(env_id: str, num_envs: int, **kwargs) -> gym.vector.SyncVectorEnv:
+    """N copies of `env_id` stepping in lock-step; a finished episode resets in the same step
+    and its last observation is in info["final_obs"]."""
+    return gym.vector.SyncVectorEnv(
+        [lambda: gym.make(env_id, **kwargs) for _ in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+@dataclass
+class Batch:
+    """One collection: `rollouts` (B = T·N rows) and the [T, N] views GAE needs."""
+
+    rollouts: Rollouts
+    obs: torch.Tensor  # [B, obs_dim] observation each action was taken in
+    rewards: torch.Tensor  # [T, N]
+    values: torch.Tensor  # [T, N]
+    next_values: torch.Tensor  # [T, N] V of the observation after step t (final obs on reset)
+    terminated: torch.Tensor  # [T, N]
+    truncated: torch.Tensor  # [T, N]
+    episode_returns: list[float] = field(default_factory=list)
+    episode_lengths: list[int] = field(default_factory=list)
+
+
+class EpisodeCollector:
+    """Steps `num_envs` copies of `env_id` with a policy; seeds env i with seed + i.
+    `env_kwargs` go to gym.make (e.g. max_episode_steps)."""
+
+    def __init__(self, env_id: str, num_envs: int, seed: int, **env_kwargs) -> None:
+        self.envs = make_vector_env(env_id, num_envs, **env_kwargs)
+        self.num_envs = num_envs
+        obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
+        self.envs.action_space.seed(seed)
+        self.obs = torch.as_tensor(obs, dtype=torch.float32)
+        self.episode_return = np.zeros(num_envs)
+        self.episode_length = np.zeros(num_envs, dtype=np.int64)
+        space = self.envs.single_action_space
+        self.bounds = (
+            (torch.as_tensor(space.low), torch.as_tensor(space.high))
+            if isinstance(space, gym.spaces.Box)
+            else None
+        )
+
+    def collect(self, policy, n_steps: int, generator: torch.Generator | None = None) -> Batch:
+        """`n_steps` steps of every environment under `policy` (an ActorCritic)."""
+        T, N = n_steps, self.num_envs
+        obs_rows, actions, logprobs = [], [], []
+        rewards, values, next_values = torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N)
+        terminated, truncated = torch.zeros(T, N), torch.zeros(T, N)
+        ep_returns, ep_lengths = [], []
+        for t in range(T):
+            if policy.obs_norm is not None:
+                policy.obs_norm.update(self.obs)
+            step = policy.act(self.obs, generator)
+            action = step.actions
+            if self.bounds is not None:  # the unclipped sample keeps its exact log-prob
+                action = action.clamp(*self.bounds)
+            obs, reward, term, trunc, info = self.envs.step(action.numpy())
+            obs_rows.append(self.obs)
+            actions.append(step.actions)
+            logprobs.append(step.logprobs)
+            values[t] = step.values
+            rewards[t] = torch.as_tensor(reward, dtype=torch.float32)
+            terminated[t] = torch.as_tensor(term, dtype=torch.float32)
+            truncated[t] = torch.as_tensor(trunc & ~term, dtype=torch.float32)
+            next_obs = torch.as_tensor(obs, dtype=torch.float32)
+            bootstrap_obs = next_obs
+            if "final_obs" in info and truncated[t].any():
+                bootstrap_obs = next_obs.clone()
+                for i in np.nonzero(trunc & ~term)[0]:
+                    bootstrap_obs[i] = torch.as_tensor(info["final_obs"][i], dtype=torch.float32)
+            with torch.no_grad():
+                next_values[t] = policy.value(bootstrap_obs)
+            self.episode_return += reward
+            self.episode_length += 1
+            for i in np.nonzero(term | trunc)[0]:
+                ep_returns.append(float(self.episode_return[i]))
+                ep_lengths.append(int(self.episode_length[i]))
+                self.episode_return[i], self.episode_length[i] = 0.0, 0
+            self.obs = next_obs
+        dones = torch.maximum(terminated, truncated)
+        B = T * N
+        rollouts = Rollouts(
+            rewards=rewards.reshape(B),
+            response_mask=torch.ones(B, 1),
+            logprobs=torch.stack(logprobs).reshape(B, 1),
+            values=values.reshape(B, 1),
+            actions=torch.stack(actions).reshape(B, *step.actions.shape[1:]),
+            dones=dones.reshape(B).bool(),
+            truncated=truncated.reshape(B).bool(),
+        )
+        return Batch(
+            rollouts,
+            torch.stack(obs_rows).reshape(B, -1),
+            rewards,
+            values,
+            next_values,
+            terminated,
+            truncated,
+            ep_returns,
+            ep_lengths,
+        )
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+def evaluate_policy(
+    policy, env_id: str, episodes: int = 10, seed: int = 0, *, deterministic: bool = True
+) -> dict[str, float]:
+    """Mean and std of the return of `episodes` episodes, one per environment, env i reset
+    with seed + i (the same episodes at every evaluation); the policy's mode by default."""
+    envs = make_vector_env(env_id, episodes)
+    obs, _ = envs.reset(seed=[seed + i for i in range(episodes)])
+    returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, dtype=np.int64)
+    running = np.ones(episodes, dtype=bool)
+    space = envs.single_action_space
+    while running.any():
+        step = policy.act(torch.as_tensor(obs, dtype=torch.float32), deterministic=deterministic)
+        action = step.actions
+        if isinstance(space, gym.spaces.Box):
+            action = action.clamp(torch.as_tensor(space.low), torch.as_tensor(space.high))
+        obs, reward, term, trunc, _ = envs.step(action.numpy())
+        returns += reward * running
+        lengths += running
+        running &= ~(term | trunc)
+    envs.close()
+    return {
+        "eval/return_mean": float(returns.mean()),
+        "eval/return_std": float(returns.std()),
+        "eval/length_mean": float(lengths.mean()),
+    }
