@@ -105,7 +105,9 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         scores["time/elapsed_s"] = elapsed + time.perf_counter() - started
         run.log(iteration, scores, kind="eval")
         evals.append({"step": iteration, **scores})
-        reached = cfg.stop_return is not None and scores["eval/return_mean"] >= cfg.stop_return
+        # the untrained policy is evaluated too (iteration 0) but cannot count as solving it
+        reached = iteration > 0 and cfg.stop_return is not None
+        reached = reached and scores["eval/return_mean"] >= cfg.stop_return
         if reached and solved_at is None:
             solved_at = {"env_steps": scores["env_steps"], "seconds": scores["time/elapsed_s"]}
         return scores
