@@ -24,6 +24,29 @@ class ConfigError(ValueError):
     """A config that cannot run; the message names the field, the value and the choices."""
 
 
+class RunSchema(Schema):
+    """What every trainer's config shares: the lr-schedule check and the run folder's name
+    (runs/<algo>-<task>-s<seed> unless `run_dir` is set). Subclasses declare the fields
+    `algo`, `task`, `seed`, `schedule` and `run_dir`."""
+
+    @field_validator("schedule", check_fields=False)
+    @classmethod
+    def _known_schedule(cls, value: str) -> str:
+        if value not in ("constant", "linear", "cosine"):
+            raise ValueError(f"unknown schedule {value!r}; choices: constant, linear, cosine")
+        return value
+
+    @property
+    def name(self) -> str:
+        if self.run_dir:
+            return Path(self.run_dir).name
+        return f"{self.algo}-{Path(self.task).stem}-s{self.seed}"
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+
+
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     """["lr=1e-3", "tasks=[a,b]"] → {"lr": 0.001, "tasks": ["a", "b"]} (values read as YAML)."""
     out: dict[str, Any] = {}
@@ -79,7 +102,7 @@ def describe_fields(schema: type[BaseModel]) -> str:
     return "\n".join(rows)
 
 
-class TrainConfig(Schema):
+class TrainConfig(RunSchema):
     """Every field of `policylab train` (language models). Sizes are per optimiser step:
     prompts_per_step prompts × samples_per_prompt samples = one batch of rows."""
 
@@ -148,13 +171,6 @@ class TrainConfig(Schema):
             raise ValueError(f"unknown algorithm {value!r}; choices: {', '.join(recipes.names())}")
         return value
 
-    @field_validator("schedule")
-    @classmethod
-    def _known_schedule(cls, value: str) -> str:
-        if value not in ("constant", "linear", "cosine"):
-            raise ValueError(f"unknown schedule {value!r}; choices: constant, linear, cosine")
-        return value
-
     @model_validator(mode="after")
     def _sizes(self) -> TrainConfig:
         rows = self.prompts_per_step * self.samples_per_prompt
@@ -175,20 +191,8 @@ class TrainConfig(Schema):
             )
         return self
 
-    @property
-    def name(self) -> str:
-        return (
-            Path(self.run_dir).name
-            if self.run_dir
-            else f"{self.algo}-{Path(self.task).stem}-s{self.seed}"
-        )
 
-    @property
-    def folder(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
-
-
-class ControlConfig(Schema):
+class ControlConfig(RunSchema):
     """Every field of `policylab train --task <gymnasium id>` (PPO on control). One
     iteration collects num_envs × num_steps transitions, then runs `epochs` passes of
     minibatches over them. Unset fields take the environment's tuned defaults
@@ -237,13 +241,6 @@ class ControlConfig(Schema):
     seed: int = Field(0, description="seed of environments, sampling and initialisation")
     progress: bool = Field(True, description="show the progress bar")
 
-    @field_validator("schedule")
-    @classmethod
-    def _known_schedule(cls, value: str) -> str:
-        if value not in ("constant", "linear", "cosine"):
-            raise ValueError(f"unknown schedule {value!r}; choices: constant, linear, cosine")
-        return value
-
     @field_validator("algo")
     @classmethod
     def _algo_with_critic(cls, value: str) -> str:
@@ -278,14 +275,6 @@ class ControlConfig(Schema):
     @property
     def iterations(self) -> int:
         return max(1, self.total_steps // (self.num_envs * self.num_steps))
-
-    @property
-    def name(self) -> str:
-        return Path(self.run_dir).name if self.run_dir else f"{self.algo}-{self.task}-s{self.seed}"
-
-    @property
-    def folder(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
 
 
 # Tuned per-environment defaults, applied under the user's fields. Sources: rl-baselines3-zoo
