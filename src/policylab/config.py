@@ -6,7 +6,7 @@ value fails before any work, naming the field, the value and what is accepted.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -198,7 +198,9 @@ class ControlConfig(RunSchema):
     minibatches over them. Unset fields take the environment's tuned defaults
     (`CONTROL_DEFAULTS`), then these generic ones (CleanRL's `ppo.py`)."""
 
-    algo: str = Field("ppo", description="named algorithm with a value loss (ppo)")
+    algo: str = Field(
+        "ppo", description="named algorithm with a value loss and GAE (ppo; fpo: flow policy)"
+    )
     task: str = Field("CartPole-v1", description="gymnasium environment id")
     total_steps: int = Field(100_000, ge=1, description="environment steps (all envs together)")
     num_envs: int = Field(4, ge=1, description="environments stepped in lock-step")
@@ -210,7 +212,9 @@ class ControlConfig(RunSchema):
     warmup_steps: int = Field(0, ge=0, description="linear lr warm-up (iterations)")
     gamma: float = Field(0.99, ge=0, le=1, description="discount γ")
     lam: float = Field(0.95, ge=0, le=1, description="GAE λ")
-    clip: float = Field(0.2, gt=0, lt=1, description="PPO ratio clip ε")
+    clip: float | None = Field(
+        None, gt=0, lt=1, description="PPO ratio clip ε (None = the recipe's: ppo 0.2, fpo 0.05)"
+    )
     value_clip: float | None = Field(
         None, description="clip V to V_old ± this (None = unclipped value loss)"
     )
@@ -222,6 +226,19 @@ class ControlConfig(RunSchema):
     )
     grad_clip: float = Field(0.5, ge=0, description="max global grad norm (0 = off)")
     hidden: list[int] = Field(default_factory=lambda: [64, 64], description="MLP widths")
+    # fpo only (the flow policy, papers §16); defaults are the fpo recipe's `training`
+    flow_steps: int = Field(10, ge=1, description="fpo: Euler steps from noise to an action")
+    n_mc: int = Field(8, ge=1, description="fpo: (τ, ε) draws per action for the CFM ratio")
+    cfm_reduce: Literal["mean", "sum"] = Field(
+        "mean", description="fpo: CFM squared error over action dims: mean or sum"
+    )
+    cfm_weight: Literal["none", "tau_sq"] = Field(
+        "tau_sq", description="fpo: CFM weight w(τ): none (1) or tau_sq (τ²)"
+    )
+    cfm_scale: float = Field(1.0, gt=0, description="fpo: multiplier of the CFM loss")
+    tau_sampling: Literal["grid", "uniform"] = Field(
+        "grid", description="fpo: τ on the Euler grid {0, 1/K, …} or U[0, 1]"
+    )
     normalize_obs: bool = Field(False, description="running mean/var observation normaliser")
     eval_every: int = Field(
         10, ge=0, description="evaluation every N iterations (0 = start and end only)"

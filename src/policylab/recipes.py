@@ -44,6 +44,7 @@ class Recipe:
     value_options: dict[str, Setting] = field(default_factory=dict)
     training: dict[str, Setting] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    policy: str = "mlp"  # control network: mlp (categorical / Gaussian) or flow (fpo)
 
     @property
     def kl(self) -> str:
@@ -164,6 +165,56 @@ add(
             "lr": S(3e-4, "[paper App. A, Table 3] Adam step size 3e-4 (MuJoCo)"),
             "horizon": S(2048, "[paper App. A, Table 3] 2048 steps per rollout (MuJoCo)"),
         },
+    )
+)
+
+add(
+    Recipe(
+        name="fpo",
+        title="Flow Policy Optimization (PPO-clip for a flow-matching action policy)",
+        paper="McAllister et al. 2025, Flow Matching Policy Gradients, arXiv:2507.21053",
+        formula=(
+            "x^τ = τ·a + (1 − τ)·ε,  u = a − ε;  ℓ[k] = w(τ_k)·mean_d (v̂(x^τ_k, τ_k, o) − u_k)²\n"
+            "logp := −mean_k ℓ_θ[k],  old_logp := −mean_k ℓ_old[k]  (draws stored at rollout)\n"
+            f"{_PPO_CLIP_FORMULA}  = clip of exp(L̂_old − L̂_θ)\n"
+            "A = GAE(γ, λ), standardised;  L_v = ½·(V − ret)²;  no entropy bonus"
+        ),
+        advantage="gae",
+        loss="ppo_clip",
+        policy="flow",
+        advantage_options={
+            "gamma": S(0.99, "[code fpo:gridworld] γ = 0.99 (playground 0.995)"),
+            "lam": S(0.95, "[code fpo:playground] GAE λ = 0.95"),
+            "whiten": S(True, "[code fpo:playground, gridworld] advantages standardised"),
+        },
+        loss_options={
+            "eps_low": S(0.05, "[code fpo:playground] clip 0.05 (its Gaussian PPO uses 0.3)"),
+            "eps_high": S(0.05, "[code fpo:playground] symmetric clip"),
+            "loss_agg_mode": S("token-mean", "[ours] one row per step, mean over steps"),
+        },
+        value_loss="value_clip",
+        value_options={
+            "clip": S(None, "[code fpo:playground] unclipped value regression"),
+        },
+        training={
+            "n_mc": S(8, "[code fpo:playground n_samples_per_action] 8 (τ, ε) draws per action"),
+            "flow_steps": S(10, "[code fpo:playground flow_steps] 10 Euler steps"),
+            "cfm_reduce": S("mean", "[code fpo:playground, gridworld] mean over action dims"),
+            "cfm_weight": S(
+                "tau_sq", "[code fpo:playground] noise supervision = velocity loss × τ² (§16.2)"
+            ),
+            "tau_sampling": S("grid", "[code fpo:playground discretize_t_for_training]"),
+            "cfm_scale": S(1.0, "[code fpo:playground] no scale (PHC's σ = 0.05 ≙ 200)"),
+            "ratio": S(
+                "avg_before_exp",
+                "[paper §3; code fpo:playground average_losses_before_exp=True]",
+            ),
+        },
+        notes=(
+            "Control only (`policylab train --algo fpo --task Pendulum-v1`): the ratio "
+            "exp(L̂_old − L̂_θ) is `ppo_clip`'s exp(logp − old_logp) with logp = −L̂.",
+            "Per-draw ratio mode and the optional ±3 log-ratio clamp (§16.2) are not built.",
+        ),
     )
 )
 

@@ -10,7 +10,7 @@ Action log-probs and entropies are summed over action dimensions: one time step 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -66,6 +66,8 @@ class PolicyStep:
     actions: torch.Tensor  # [B] long (discrete) or [B, A] float (continuous)
     logprobs: torch.Tensor  # [B]
     values: torch.Tensor  # [B]
+    # per-row tensors the rollout must keep for `evaluate` (the flow policy's FPO draws)
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class ActorCritic(nn.Module):
@@ -101,9 +103,10 @@ class ActorCritic(nn.Module):
         return self.critic(self._features(obs)).squeeze(-1)
 
     def evaluate(
-        self, obs: torch.Tensor, actions: torch.Tensor
+        self, obs: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions, with grad."""
+        """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions, with grad. `extras`
+        (the rollout's per-row extras) is unused: these log-probs are exact."""
         x = self._features(obs)
         out = self.actor(x)
         if self.discrete:

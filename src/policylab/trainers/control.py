@@ -19,10 +19,11 @@ from dataclasses import asdict, dataclass
 import cloudpickle
 import torch
 
+from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.api import components
 from policylab.config import ControlConfig
-from policylab.policies import make_actor_critic
+from policylab.policies import make_actor_critic, make_flow_policy
 from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy
 
@@ -48,7 +49,8 @@ class ControlResult:
 
 
 def train(cfg: ControlConfig, *, resume: bool = False) -> ControlResult:
-    """Train an MLP actor-critic on `cfg.task` with `cfg.algo` (PPO)."""
+    """Train the recipe's policy on `cfg.task` with `cfg.algo` (ppo: an MLP actor-critic;
+    fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16)."""
     threads = torch.get_num_threads()
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
@@ -62,7 +64,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     parts = components(
         cfg.algo,
         advantage_overrides={"gamma": cfg.gamma, "lam": cfg.lam, "whiten": False},
-        loss_overrides={"eps_low": cfg.clip, "eps_high": cfg.clip},
+        loss_overrides={} if cfg.clip is None else {"eps_low": cfg.clip, "eps_high": cfg.clip},
         value_overrides={"clip": cfg.value_clip},
     )
     resolved = {
@@ -73,12 +75,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
     collector = EpisodeCollector(cfg.task, cfg.num_envs, cfg.seed)
-    policy = make_actor_critic(
-        collector.envs.single_observation_space,
-        collector.envs.single_action_space,
-        hidden=tuple(cfg.hidden),
-        normalize_obs=cfg.normalize_obs,
-    )
+    policy = make_policy(cfg, collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
@@ -213,6 +210,16 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     return ControlResult(str(run.dir), evals, env_steps, seconds, solved_at)
 
 
+def make_policy(cfg: ControlConfig, envs) -> torch.nn.Module:
+    """The recipe's control network: an MLP actor-critic, or the flow policy (fpo)."""
+    spaces = (envs.single_observation_space, envs.single_action_space)
+    common = {"hidden": tuple(cfg.hidden), "normalize_obs": cfg.normalize_obs}
+    if recipes.get(cfg.algo).policy == "flow":
+        flow = ("flow_steps", "n_mc", "cfm_reduce", "cfm_weight", "cfm_scale", "tau_sampling")
+        return make_flow_policy(*spaces, **common, **{k: getattr(cfg, k) for k in flow})
+    return make_actor_critic(*spaces, **common)
+
+
 def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dict[str, float]:
     """`cfg.epochs` passes of shuffled minibatches; stops early once the approximate KL
     (Schulman's k3, E[(r − 1) − log r]) of a minibatch exceeds `cfg.target_kl`."""
@@ -223,7 +230,8 @@ def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dic
     stopped = False
     for _ in range(cfg.epochs):
         for rows in torch.randperm(B, generator=generator).split(cfg.minibatch_size):
-            logp, entropy, values = policy.evaluate(batch.obs[rows], rollouts.actions[rows])
+            extras = {key: value[rows] for key, value in rollouts.extras.items()}
+            logp, entropy, values = policy.evaluate(batch.obs[rows], rollouts.actions[rows], extras)
             mask = torch.ones(len(rows), 1)
             a = adv[rows].unsqueeze(-1)
             if cfg.norm_adv and len(rows) > 1:
@@ -269,7 +277,7 @@ def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dic
     out = mean_metrics(history)
     out["updates"] = len(history)
     out["early_stop"] = float(stopped)
-    if policy.log_std is not None:
+    if getattr(policy, "log_std", None) is not None:
         out["policy/std"] = float(policy.log_std.detach().exp().mean())
     return out
 

@@ -67,7 +67,7 @@ class EpisodeCollector:
     def collect(self, policy, n_steps: int, generator: torch.Generator | None = None) -> Batch:
         """`n_steps` steps of every environment under `policy` (an ActorCritic)."""
         T, N = n_steps, self.num_envs
-        obs_rows, actions, logprobs = [], [], []
+        obs_rows, actions, logprobs, extras = [], [], [], []
         rewards, values, next_values = torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N)
         terminated, truncated = torch.zeros(T, N), torch.zeros(T, N)
         ep_returns, ep_lengths = [], []
@@ -82,6 +82,7 @@ class EpisodeCollector:
             obs_rows.append(self.obs)
             actions.append(step.actions)
             logprobs.append(step.logprobs)
+            extras.append(step.extras)
             values[t] = step.values
             rewards[t] = torch.as_tensor(reward, dtype=torch.float32)
             terminated[t] = torch.as_tensor(term, dtype=torch.float32)
@@ -111,6 +112,10 @@ class EpisodeCollector:
             actions=torch.stack(actions).reshape(B, *step.actions.shape[1:]),
             dones=dones.reshape(B).bool(),
             truncated=truncated.reshape(B).bool(),
+            extras={
+                key: torch.stack([e[key] for e in extras]).reshape(B, *step.extras[key].shape[1:])
+                for key in step.extras
+            },
         )
         return Batch(
             rollouts,

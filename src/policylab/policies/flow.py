@@ -1,0 +1,219 @@
+"""A flow-matching action policy for Box action spaces, trained with FPO (Flow Policy
+Optimization, McAllister et al., arXiv:2507.21053; papers/seed_llm_algorithms.md §16).
+
+Time convention (§16.1): τ = 0 is pure noise, τ = 1 is the action. A velocity MLP
+v̂_θ(x, τ, o) is integrated from x_0 ~ N(0, I) with K explicit Euler steps,
+x_{j+1} = x_j + (1/K)·v̂_θ(x_j, j/K, o), a = x_K (§16.2 "Sampling").
+
+The likelihood is intractable; FPO replaces log π(a|o) by −L̂_θ(a, o), the conditional
+flow-matching (CFM) loss averaged over N_mc (τ, ε) draws that are made once, at rollout
+time, and stored with the action (common random numbers, §16.4):
+
+    x^τ = τ·a + (1 − τ)·ε,  u = a − ε
+    ℓ_θ[i,k] = scale · w(τ_k) · reduce_d (v̂_θ(x^{τ_k}_i, τ_k, o_i) − u_{i,k})²
+    L̂_θ[i] = mean_k ℓ_θ[i,k]
+
+So `act` returns logprobs = −L̂_old and `evaluate` returns −L̂_θ on the stored draws, and the
+shared `ppo_clip`'s exp(logp − old_logp) is exactly the FPO ratio exp(L̂_old − L̂_θ)
+(averaged before the exponential, §16.2 "Ratio, averaged mode"). The critic is mlp.py's."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from policylab.policies.mlp import PolicyStep, RunningMeanStd, _layer, _mlp
+
+CFM_REDUCE = ("mean", "sum")
+CFM_WEIGHT = ("none", "tau_sq")
+TAU_SAMPLING = ("grid", "uniform")
+
+
+def fpo_cfm_loss(
+    velocity: torch.Tensor,
+    actions: torch.Tensor,
+    eps: torch.Tensor,
+    tau: torch.Tensor,
+    *,
+    reduce: str = "mean",
+    weight: str = "none",
+    scale: float = 1.0,
+) -> torch.Tensor:
+    """Per-draw CFM loss ℓ[i,k] = scale · w(τ) · reduce_d (v̂ − (a − ε))² (§16.2).
+
+    velocity: [B, N_mc, D] the network's v̂ at x^τ = τ·a + (1 − τ)·ε; actions: [B, D];
+    eps: [B, N_mc, D]; tau: [B, N_mc, 1]. Returns [B, N_mc]. reduce: mean over D (every
+    official implementation) or sum (the paper's squared norm); weight: none (w = 1,
+    gridworld) or tau_sq (w = τ², the playground's noise supervision)."""
+    target = actions.unsqueeze(1) - eps
+    sq = (velocity - target) ** 2
+    per_draw = sq.mean(-1) if reduce == "mean" else sq.sum(-1)
+    if weight == "tau_sq":
+        per_draw = per_draw * tau.squeeze(-1) ** 2
+    return scale * per_draw
+
+
+def time_embedding(tau: torch.Tensor) -> torch.Tensor:
+    """[..., 1] → [..., 9]: τ and cos/sin(2^k·τ), k = 0..3 (the playground's 8-dim
+    embedding [code fpo:playground embed_timestep], plus τ itself — our choice)."""
+    freqs = 2.0 ** torch.arange(4, dtype=tau.dtype)
+    angles = tau * freqs
+    return torch.cat([tau, torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+class FlowPolicy(nn.Module):
+    """Velocity network v̂_θ(x, τ, o) and critic V(o) for a D-dimensional Box action.
+
+    The velocity MLP reads [normalised o, x, time_embedding(τ)] through SiLU layers
+    (playground actor [code]); its head is initialised at gain 0.01, so the untrained
+    policy samples a ≈ x_0 ~ N(0, I), the exploration of a unit-std Gaussian policy."""
+
+    discrete = False
+    log_std = None  # no Gaussian head; the trainer's std metric skips it
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        *,
+        hidden: tuple[int, ...] = (64, 64),
+        normalize_obs: bool = False,
+        flow_steps: int = 10,
+        n_mc: int = 8,
+        cfm_reduce: str = "mean",
+        cfm_weight: str = "tau_sq",
+        cfm_scale: float = 1.0,
+        tau_sampling: str = "grid",
+    ) -> None:
+        super().__init__()
+        for name, value, choices in (
+            ("cfm_reduce", cfm_reduce, CFM_REDUCE),
+            ("cfm_weight", cfm_weight, CFM_WEIGHT),
+            ("tau_sampling", tau_sampling, TAU_SAMPLING),
+        ):
+            if value not in choices:
+                raise ValueError(f"{name}={value!r}; expected one of {', '.join(choices)}")
+        self.action_dim, self.flow_steps, self.n_mc = action_dim, flow_steps, n_mc
+        self.cfm_reduce, self.cfm_weight, self.cfm_scale = cfm_reduce, cfm_weight, cfm_scale
+        self.tau_sampling = tau_sampling
+        self.obs_norm = RunningMeanStd((obs_dim,)) if normalize_obs else None
+        layers: list[nn.Module] = []
+        n_in = obs_dim + action_dim + 9
+        for width in hidden:
+            layers += [_layer(n_in, width, math.sqrt(2)), nn.SiLU()]
+            n_in = width
+        layers.append(_layer(n_in, action_dim, 0.01))
+        self.velocity_net = nn.Sequential(*layers)
+        self.critic = _mlp(obs_dim, hidden, 1, head_gain=1.0)
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs if self.obs_norm is None else self.obs_norm(obs)
+
+    def velocity(self, x: torch.Tensor, tau: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+        """v̂_θ(x, τ, o): x [..., D], τ [..., 1], normalised o [..., obs_dim] → [..., D]."""
+        return self.velocity_net(torch.cat([feats, x, time_embedding(tau)], dim=-1))
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(s): [B, obs_dim] → [B]."""
+        return self.critic(self._features(obs)).squeeze(-1)
+
+    def sample(
+        self,
+        feats: torch.Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        deterministic: bool = False,
+        x0: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """K Euler steps from x_0 ~ N(0, I) (x_0 = 0, the noise's mode, when deterministic —
+        our choice for evaluation; or the given x0): [B, obs_dim] features → [B, D] actions."""
+        shape = (feats.shape[0], self.action_dim)
+        if x0 is not None:
+            x = x0
+        elif deterministic:
+            x = torch.zeros(shape, dtype=feats.dtype)
+        else:
+            x = torch.randn(shape, generator=generator, dtype=feats.dtype)
+        dt = 1.0 / self.flow_steps
+        for j in range(self.flow_steps):
+            tau = torch.full((shape[0], 1), j * dt, dtype=feats.dtype)
+            x = x + dt * self.velocity(x, tau, feats)
+        return x
+
+    def draws(
+        self, batch: int, generator: torch.Generator | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """N_mc (τ [B, N_mc, 1], ε [B, N_mc, D]) per action. grid: τ uniform on the Euler
+        grid {0, 1/K, …, (K−1)/K} [code fpo:playground discretize_t_for_training];
+        uniform: τ ~ U[0, 1] [code fpo:gridworld]."""
+        if self.tau_sampling == "grid":
+            idx = torch.randint(self.flow_steps, (batch, self.n_mc, 1), generator=generator)
+            tau = idx.float() / self.flow_steps
+        else:
+            tau = torch.rand((batch, self.n_mc, 1), generator=generator)
+        eps = torch.randn((batch, self.n_mc, self.action_dim), generator=generator)
+        return tau, eps
+
+    def cfm_losses(
+        self, feats: torch.Tensor, actions: torch.Tensor, tau: torch.Tensor, eps: torch.Tensor
+    ) -> torch.Tensor:
+        """ℓ_θ[i,k] on given draws: [B, N_mc]."""
+        x = tau * actions.unsqueeze(1) + (1 - tau) * eps
+        f = feats.unsqueeze(1).expand(-1, tau.shape[1], -1)
+        return fpo_cfm_loss(
+            self.velocity(x, tau, f),
+            actions,
+            eps,
+            tau,
+            reduce=self.cfm_reduce,
+            weight=self.cfm_weight,
+            scale=self.cfm_scale,
+        )
+
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(−L̂_θ [B], entropy [B] = 0 (intractable; FPO has no entropy bonus, §16.2), V [B])
+        on the draws stored at rollout time, `extras["fpo_tau"]` and `extras["fpo_eps"]`."""
+        if not extras or "fpo_tau" not in extras:
+            raise ValueError("FlowPolicy.evaluate needs the rollout's fpo_tau and fpo_eps draws")
+        feats = self._features(obs)
+        ell = self.cfm_losses(feats, actions, extras["fpo_tau"], extras["fpo_eps"])
+        values = self.critic(feats).squeeze(-1)
+        return -ell.mean(-1), torch.zeros_like(values), values
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: torch.Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        deterministic: bool = False,
+    ) -> PolicyStep:
+        """Integrate to an action, draw its N_mc (τ, ε) and record ℓ_old on them."""
+        feats = self._features(obs)
+        actions = self.sample(feats, generator, deterministic=deterministic)
+        tau, eps = self.draws(obs.shape[0], generator)
+        ell = self.cfm_losses(feats, actions, tau, eps)
+        values = self.critic(feats).squeeze(-1)
+        extras = {"fpo_tau": tau, "fpo_eps": eps, "fpo_old_cfm": ell}
+        return PolicyStep(actions, -ell.mean(-1), values, extras)
+
+
+def make_flow_policy(observation_space, action_space, **kwargs) -> FlowPolicy:
+    """A FlowPolicy sized for gymnasium spaces: Box observations and Box actions."""
+    from gymnasium import spaces
+
+    if not isinstance(observation_space, spaces.Box):
+        raise ValueError(
+            f"observation space {observation_space} is not supported; expected a flat Box"
+        )
+    if not isinstance(action_space, spaces.Box):
+        raise ValueError(
+            f"action space {action_space} is not supported by the flow policy (fpo); "
+            "expected a Box (continuous actions)"
+        )
+    obs_dim = int(math.prod(observation_space.shape))
+    return FlowPolicy(obs_dim, int(math.prod(action_space.shape)), **kwargs)
