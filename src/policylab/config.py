@@ -199,7 +199,8 @@ class ControlConfig(RunSchema):
     (`CONTROL_DEFAULTS`), then these generic ones (CleanRL's `ppo.py`)."""
 
     algo: str = Field(
-        "ppo", description="named algorithm with a value loss and GAE (ppo; fpo: flow policy)"
+        "ppo",
+        description="named algorithm with a value loss and GAE (ppo; fpo; pg_rainbow)",
     )
     task: str = Field("CartPole-v1", description="gymnasium environment id")
     total_steps: int = Field(100_000, ge=1, description="environment steps (all envs together)")
@@ -239,6 +240,21 @@ class ControlConfig(RunSchema):
     tau_sampling: Literal["grid", "uniform"] = Field(
         "grid", description="fpo: τ on the Euler grid {0, 1/K, …} or U[0, 1]"
     )
+    # pg_rainbow only (IQN critic, papers §17); defaults are the pg_rainbow recipe's `training`
+    pgr_quantiles: int = Field(32, ge=1, description="pg_rainbow: N quantiles fed to V_ψ")
+    pgr_input: Literal["concat", "scaled", "quantiles_only"] = Field(
+        "concat", description="pg_rainbow: V_ψ input: [V_θ, q], V_θ·q or q"
+    )
+    iqn_steps: int = Field(16, ge=0, description="pg_rainbow: IQN steps per iteration")
+    iqn_batch: int = Field(64, ge=1, description="pg_rainbow: IQN replay minibatch")
+    iqn_lr: float = Field(5e-4, gt=0, description="pg_rainbow: IQN Adam learning rate")
+    iqn_kappa: float = Field(1.0, ge=0, description="pg_rainbow: quantile Huber κ")
+    iqn_n_tau: int = Field(32, ge=1, description="pg_rainbow: N fractions τ per update")
+    iqn_n_tau_target: int = Field(32, ge=1, description="pg_rainbow: N' target fractions τ'")
+    iqn_n_tau_select: int = Field(32, ge=1, description="pg_rainbow: K fractions for a*")
+    iqn_target_every: int = Field(100, ge=1, description="pg_rainbow: target sync (IQN steps)")
+    replay_capacity: int = Field(100_000, ge=1, description="pg_rainbow: replay transitions")
+    replay_min: int = Field(1_000, ge=1, description="pg_rainbow: V_θ alone until this many")
     normalize_obs: bool = Field(False, description="running mean/var observation normaliser")
     eval_every: int = Field(
         10, ge=0, description="evaluation every N iterations (0 = start and end only)"

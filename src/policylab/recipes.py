@@ -44,7 +44,7 @@ class Recipe:
     value_options: dict[str, Setting] = field(default_factory=dict)
     training: dict[str, Setting] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    policy: str = "mlp"  # control network: mlp (categorical / Gaussian) or flow (fpo)
+    policy: str = "mlp"  # control network: mlp, flow (fpo) or pg_rainbow (IQN critic)
 
     @property
     def kl(self) -> str:
@@ -214,6 +214,68 @@ add(
             "Control only (`policylab train --algo fpo --task Pendulum-v1`): the ratio "
             "exp(L̂_old − L̂_θ) is `ppo_clip`'s exp(logp − old_logp) with logp = −L̂.",
             "Per-draw ratio mode and the optional ±3 log-ratio clamp (§16.2) are not built.",
+        ),
+    )
+)
+
+add(
+    Recipe(
+        name="pg_rainbow",
+        title="PG-Rainbow (PPO whose value baseline reads an IQN return distribution)",
+        paper="Jeon, Lee, Lee 2024, PG-Rainbow, arXiv:2407.13146 (IQN: arXiv:1806.06923)",
+        formula=(
+            "Z_τ(s, a) = g(ψ(s) ⊙ ReLU(Σ_i cos(π·i·τ)·W_i + b))_a;  "
+            "ρ_ij = |τ_i − 1{δ_ij < 0}|·L_κ(δ_ij)/κ\n"
+            "δ_ij = r + γ(1 − done)·Z'_{τ'_j}(s', a*) − Z_{τ_i}(s, a);  "
+            "L_IQN = mean_b (1/N')·Σ_ij ρ_ij  (replay, target net)\n"
+            "q_j(s) = Σ_a π(a|s)·Z_{τ̂_j}(s, a), τ̂_j = (2j − 1)/2N;  V_ψ = f_ψ([V_θ(s), q(s)])\n"
+            f"A = GAE(γ, λ) on V_ψ;  {_PPO_CLIP_FORMULA};  L_v = ½·(V_ψ − ret)²"
+        ),
+        advantage="gae",
+        loss="ppo_clip",
+        policy="pg_rainbow",
+        advantage_options={
+            "gamma": S(
+                0.99, "[ours] Atari PPO γ (papers §17.5); the paper's values were not retrieved"
+            ),
+            "lam": S(0.95, "[ours] Atari PPO λ (papers §17.5)"),
+            "whiten": S(True, "[ours] as ppo"),
+        },
+        loss_options={
+            "eps_low": S(0.2, "[ours] ppo's ε so a comparison isolates the critic (§17.5: 0.1)"),
+            "eps_high": S(0.2, "[ours] symmetric clip"),
+            "loss_agg_mode": S("token-mean", "[ours] one row per step, mean over steps"),
+        },
+        value_loss="value_clip",
+        value_options={"clip": S(None, "[ours] unclipped regression of V_ψ and V_θ")},
+        training={
+            "pgr_quantiles": S(
+                32, "[ours] N fed to PPO (papers §17.2, §17.5; ablated in the paper)"
+            ),
+            "pgr_input": S(
+                "concat",
+                "[ours] [V_θ, q] into a linear f_ψ started at V_θ; §17.2 defaults to scaled "
+                "V_θ·q, whose scale is the return squared",
+            ),
+            "iqn_cosines": S(64, "[code dopamine quantile_embedding_dim=64] IQN §3"),
+            "iqn_kappa": S(1.0, "[code dopamine] κ = 1 (IQN)"),
+            "iqn_n_tau": S(32, "[code dopamine default agent] N = 32"),
+            "iqn_n_tau_target": S(32, "[code dopamine default agent] N' = 32"),
+            "iqn_n_tau_select": S(32, "[code dopamine default agent] K = 32"),
+            "iqn_lr": S(5e-4, "[ours] Dopamine's 5e-5 is for 50M-frame Atari runs"),
+            "iqn_adam_eps": S(3.125e-4, "[code dopamine] Adam ε"),
+            "iqn_steps": S(16, "[ours] IQN steps per PPO iteration (M of §17.4)"),
+            "iqn_batch": S(64, "[ours] replay minibatch"),
+            "iqn_target_every": S(100, "[ours] target sync in IQN steps (Dopamine: 10k)"),
+            "replay_capacity": S(100_000, "[ours] a CartPole run's length (Dopamine: 1e6)"),
+            "replay_min": S(1_000, "[ours] V_θ alone until this many transitions (papers §17.7)"),
+        },
+        notes=(
+            "Control only, discrete actions (`policylab train --algo pg_rainbow --task "
+            "CartPole-v1`). The IQN target uses the greedy a*, so it models the greedy "
+            "policy's return; f_ψ learns how much of it to use (§17.2 caveat).",
+            "The IQN trains after each iteration's PPO epochs, so V_ψ in GAE reads an IQN "
+            "trained on all earlier batches (§17.4 trains it before GAE, on this one too).",
         ),
     )
 )

@@ -61,3 +61,39 @@ def value_clip_loss(
             "vf/value_mean": float(masked_mean(V.detach(), valid)),
         }
     return loss, metrics
+
+
+def huber(delta: torch.Tensor, kappa: float) -> torch.Tensor:
+    """L_κ(δ) = ½δ² if |δ| ≤ κ else κ(|δ| − ½κ) (papers §17.1)."""
+    a = delta.abs()
+    return torch.where(a <= kappa, 0.5 * delta**2, kappa * (a - 0.5 * kappa))
+
+
+def quantile_huber(
+    pred: torch.Tensor, target: torch.Tensor, taus: torch.Tensor, kappa: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """IQN's quantile Huber loss (Dabney et al. 2018, arXiv:1806.06923; papers §17.1).
+
+    pred: [B, N] quantile values Z_{τ_i}(s, a); target: [B, N'] distributional targets
+    r + γ(1 − done)·Z_{τ'_j}(s', a*) (no grad); taus: [B, N] or [B, N, 1] the fractions of
+    `pred`. δ_ij = target_j − pred_i,
+    ρ_ij = |τ_i − 1{δ_ij < 0}| · L_κ(δ_ij)/κ (κ = 0: |τ_i − 1{δ_ij < 0}|·|δ_ij|, §17.7),
+    loss = mean_batch (1/N')·Σ_i Σ_j ρ_ij. Returns (loss, ρ [B, N, N'])."""
+    if kappa < 0:
+        raise ValueError(f"quantile_huber: kappa={kappa} must be ≥ 0")
+    taus = taus.reshape(pred.shape).unsqueeze(-1)  # [B, N, 1]
+    delta = target.detach().unsqueeze(1) - pred.unsqueeze(-1)  # [B, N, N']
+    weight = (taus - (delta < 0).to(pred.dtype)).abs()
+    elementwise = delta.abs() if kappa == 0 else huber(delta, kappa) / kappa
+    rho = weight * elementwise
+    loss = rho.sum(dim=(1, 2)).mean() / target.shape[-1]
+    return loss, rho
+
+
+def quantile_targets(
+    rewards: torch.Tensor, gamma: float, dones: torch.Tensor, next_quantiles: torch.Tensor
+) -> torch.Tensor:
+    """r + γ·(1 − done)·Z_{τ'_j}(s', a*): rewards, dones [B]; next_quantiles [B, N'] →
+    [B, N'] (papers §17.1; T17.2)."""
+    keep = (1.0 - dones.to(next_quantiles.dtype)).unsqueeze(-1)
+    return rewards.unsqueeze(-1) + gamma * keep * next_quantiles

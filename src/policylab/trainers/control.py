@@ -23,7 +23,12 @@ from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.api import components
 from policylab.config import ControlConfig
-from policylab.policies import make_actor_critic, make_flow_policy
+from policylab.policies import (
+    IQNLearner,
+    make_actor_critic,
+    make_flow_policy,
+    make_pg_rainbow_policy,
+)
 from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy
 
@@ -50,7 +55,8 @@ class ControlResult:
 
 def train(cfg: ControlConfig, *, resume: bool = False) -> ControlResult:
     """Train the recipe's policy on `cfg.task` with `cfg.algo` (ppo: an MLP actor-critic;
-    fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16)."""
+    fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16; pg_rainbow: an
+    IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17)."""
     threads = torch.get_num_threads()
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
@@ -77,7 +83,9 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     collector = EpisodeCollector(cfg.task, cfg.num_envs, cfg.seed)
     policy = make_policy(cfg, collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
-    optimiser = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
+    optimiser = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
+    iqn = make_iqn_learner(cfg, policy)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
     batch_size = cfg.num_envs * cfg.num_steps
 
@@ -89,6 +97,8 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         optimiser.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         generator.set_state(state["generator"])
+        if iqn is not None:
+            iqn.load_state_dict(state["iqn"])
         collector.close()
         collector = cloudpickle.loads(state["collector"])
         start, evals, elapsed = state["step"], state["evals"], state["elapsed_s"]
@@ -149,6 +159,9 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                 cfg,
                 generator,
             )
+            if iqn is not None:  # PG-Rainbow: replay the batch, M IQN steps (papers §17.4)
+                iqn.push(batch, collector.obs)
+                learn.update(iqn.update(cfg.iqn_steps, cfg.iqn_batch, cfg.gamma, generator))
             scheduler.step()
             t2 = time.perf_counter()
             # 4. metrics, evaluation, checkpoint
@@ -188,6 +201,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                         "evals": evals,
                         "elapsed_s": elapsed + time.perf_counter() - started,
                         "solved_at": solved_at,
+                        "iqn": None if iqn is None else iqn.state_dict(),
                         "config": cfg.model_dump(),
                     },
                 )
@@ -214,10 +228,33 @@ def make_policy(cfg: ControlConfig, envs) -> torch.nn.Module:
     """The recipe's control network: an MLP actor-critic, or the flow policy (fpo)."""
     spaces = (envs.single_observation_space, envs.single_action_space)
     common = {"hidden": tuple(cfg.hidden), "normalize_obs": cfg.normalize_obs}
+    if recipes.get(cfg.algo).policy == "pg_rainbow":
+        pgr = ("pgr_quantiles", "pgr_input")
+        return make_pg_rainbow_policy(*spaces, **common, **{k: getattr(cfg, k) for k in pgr})
     if recipes.get(cfg.algo).policy == "flow":
         flow = ("flow_steps", "n_mc", "cfm_reduce", "cfm_weight", "cfm_scale", "tau_sampling")
         return make_flow_policy(*spaces, **common, **{k: getattr(cfg, k) for k in flow})
     return make_actor_critic(*spaces, **common)
+
+
+def make_iqn_learner(cfg: ControlConfig, policy) -> IQNLearner | None:
+    """PG-Rainbow's replay buffer and IQN optimiser (None for other algorithms)."""
+    if recipes.get(cfg.algo).policy != "pg_rainbow":
+        return None
+    eps = recipes.get(cfg.algo).training["iqn_adam_eps"].value
+    return IQNLearner(
+        policy,
+        obs_dim=policy.iqn.torso[0].in_features,
+        capacity=cfg.replay_capacity,
+        lr=cfg.iqn_lr,
+        adam_eps=eps,
+        kappa=cfg.iqn_kappa,
+        n_tau=cfg.iqn_n_tau,
+        n_tau_target=cfg.iqn_n_tau_target,
+        n_tau_select=cfg.iqn_n_tau_select,
+        target_every=cfg.iqn_target_every,
+        replay_min=cfg.replay_min,
+    )
 
 
 def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dict[str, float]:
@@ -251,7 +288,8 @@ def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dic
             loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy.mean()
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip or math.inf)
+            params = [p for group in optimiser.param_groups for p in group["params"]]
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or math.inf)
             optimiser.step()
             with torch.no_grad():
                 log_ratio = logp - old_logp[rows]
