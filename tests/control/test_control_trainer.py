@@ -1,15 +1,15 @@
 """The control trainer (trainers/control.py): a short seeded CartPole run learns, resume
 3 + 3 equals 6, checkpoint contents, config errors, `policylab train` routing."""
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 
 from policylab.cli import main
 from policylab.config import ConfigError, ControlConfig, load, load_control
 from policylab.trainers.control import train
+from policylab.trainers.run import read_metrics
+
+WALL_CLOCK = ("perf/", "time/")  # columns that never repeat between runs
 
 FAST = dict(num_envs=4, num_steps=32, minibatch_size=64, epochs=4, progress=False)
 
@@ -26,15 +26,6 @@ def test_short_cartpole_run_beats_a_random_policy(tmp_path):
     assert result.env_steps == 7680
 
 
-def _rows(run_dir):
-    """metrics.jsonl without the wall-clock columns (perf/, time/), which never repeat."""
-    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
-    return [
-        {k: v for k, v in json.loads(line).items() if not k.startswith(("perf/", "time/"))}
-        for line in lines
-    ]
-
-
 def test_resume_3_plus_3_equals_6(tmp_path):
     fields = dict(FAST, task="CartPole-v1", schedule="constant", eval_every=3, seed=3)
     straight = load(
@@ -46,7 +37,10 @@ def test_resume_3_plus_3_equals_6(tmp_path):
     )
     train(first)
     train(first.model_copy(update={"total_steps": 6 * 128}), resume=True)
-    a, b = _rows(straight.run_dir), _rows(first.run_dir)
+    a, b = (
+        read_metrics(straight.run_dir, drop=WALL_CLOCK),
+        read_metrics(first.run_dir, drop=WALL_CLOCK),
+    )
     assert [(r["step"], r["kind"]) for r in a] == [(r["step"], r["kind"]) for r in b]
     assert len([r for r in a if r["kind"] == "train"]) == 6
     for ra, rb in zip(a, b, strict=True):

@@ -1,7 +1,6 @@
 """FPO (papers §16): the CFM loss by hand, the ratio is 1 at the rollout parameters and
 moves the right way, Euler sampling, and a short Pendulum run that checkpoints and resumes."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,9 @@ from policylab.api import components
 from policylab.config import ConfigError, ControlConfig, load, load_control
 from policylab.policies import FlowPolicy, fpo_cfm_loss
 from policylab.trainers.control import train
+from policylab.trainers.run import read_metrics
+
+WALL_CLOCK = ("perf/", "time/")  # columns that never repeat between runs
 
 A = torch.tensor([[1.0, -1.0]])  # [B=1, D=2]
 EPS = torch.tensor([[[0.5, 0.5]]])  # [B, N_mc=1, D]
@@ -156,14 +158,6 @@ def test_fpo_needs_continuous_actions(tmp_path):
         load(ControlConfig, None, {"cfm_reduce": "max"})
 
 
-def _rows(run_dir):
-    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
-    return [
-        {k: v for k, v in json.loads(line).items() if not k.startswith(("perf/", "time/"))}
-        for line in lines
-    ]
-
-
 def test_short_pendulum_run_checkpoints_and_resumes(tmp_path):
     fields = dict(
         algo="fpo",
@@ -191,7 +185,10 @@ def test_short_pendulum_run_checkpoints_and_resumes(tmp_path):
     first = load(ControlConfig, None, dict(fields, total_steps=2 * 64, run_dir=str(tmp_path / "b")))
     train(first)
     train(first.model_copy(update={"total_steps": 4 * 64}), resume=True)
-    a, b = _rows(straight.run_dir), _rows(first.run_dir)
+    a, b = (
+        read_metrics(straight.run_dir, drop=WALL_CLOCK),
+        read_metrics(first.run_dir, drop=WALL_CLOCK),
+    )
     assert [(r["step"], r["kind"]) for r in a] == [(r["step"], r["kind"]) for r in b]
     for ra, rb in zip(a, b, strict=True):
         assert ra.keys() == rb.keys()

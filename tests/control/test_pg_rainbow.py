@@ -2,7 +2,6 @@
 the cosine features (T17.3), the IQN critic's shapes and quantile-mean value, and a short
 CartPole run that trains the IQN from replay, checkpoints and resumes."""
 
-import json
 import math
 from pathlib import Path
 
@@ -15,6 +14,9 @@ from policylab.api import components
 from policylab.config import ControlConfig, load, load_control
 from policylab.policies import IQNCritic, PGRainbowPolicy, cosine_features
 from policylab.trainers.control import train
+from policylab.trainers.run import read_metrics
+
+WALL_CLOCK = ("perf/", "time/")  # columns that never repeat between runs
 
 TAUS = torch.tensor([[0.25, 0.75]])
 PRED = torch.tensor([[0.0, 1.0]])
@@ -101,14 +103,6 @@ def test_recipe_and_config_defaults_agree():
     assert components("pg_rainbow").loss.options.eps_low == 0.2
 
 
-def _rows(run_dir):
-    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
-    return [
-        {k: v for k, v in json.loads(line).items() if not k.startswith(("perf/", "time/"))}
-        for line in lines
-    ]
-
-
 def test_short_cartpole_run_trains_the_iqn_and_resumes(tmp_path):
     fields = dict(
         algo="pg_rainbow",
@@ -131,7 +125,7 @@ def test_short_cartpole_run_trains_the_iqn_and_resumes(tmp_path):
     )
     result = train(straight)
     assert result.env_steps == 512
-    trained = [r for r in _rows(straight.run_dir) if r["kind"] == "train"]
+    trained = [r for r in read_metrics(straight.run_dir, drop=WALL_CLOCK) if r["kind"] == "train"]
     assert [r["iqn/replay_size"] for r in trained] == [128, 256, 384, 512]  # no truncation yet
     assert all(math.isfinite(r["iqn/loss"]) for r in trained)
     state = torch.load(Path(straight.run_dir) / "checkpoints/step_4/state.pt", weights_only=False)
@@ -141,7 +135,10 @@ def test_short_cartpole_run_trains_the_iqn_and_resumes(tmp_path):
     )
     train(first)
     train(first.model_copy(update={"total_steps": 4 * 128}), resume=True)
-    a, b = _rows(straight.run_dir), _rows(first.run_dir)
+    a, b = (
+        read_metrics(straight.run_dir, drop=WALL_CLOCK),
+        read_metrics(first.run_dir, drop=WALL_CLOCK),
+    )
     assert [(r["step"], r["kind"]) for r in a] == [(r["step"], r["kind"]) for r in b]
     for ra, rb in zip(a, b, strict=True):
         assert ra.keys() == rb.keys()

@@ -2,7 +2,6 @@
 parameter, resume equals an uninterrupted run, checkpoints survive a kill, bad configs
 fail early, a raising reward does not stop training."""
 
-import json
 import textwrap
 
 import pytest
@@ -14,6 +13,7 @@ from policylab.config import ConfigError, TrainConfig, load
 from policylab.models import load_model
 from policylab.trainers import run as run_module
 from policylab.trainers.llm import train
+from policylab.trainers.run import read_metrics
 
 FAST = dict(
     task="arithmetic",
@@ -60,11 +60,6 @@ def test_two_steps_change_every_parameter(small_model_dir, tmp_path, algo):
     assert not unchanged, f"{algo} left {unchanged} untouched"
 
 
-def _train_rows(run_dir):
-    rows = [json.loads(x) for x in open(f"{run_dir}/metrics.jsonl")]
-    return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
-
-
 def test_resume_3_plus_3_equals_6(small_model_dir, tmp_path):
     # a reward that depends on the completion, so every step's metrics depend on the data
     reward = tmp_path / "length.py"
@@ -78,7 +73,10 @@ def test_resume_3_plus_3_equals_6(small_model_dir, tmp_path):
     first = config(small_model_dir, tmp_path / "b", steps=3, eval_every=3, **varied)
     train(first)
     train(first.model_copy(update={"steps": 6}), resume=True)
-    a, b = _train_rows(straight.run_dir), _train_rows(first.run_dir)
+    a, b = (
+        read_metrics(straight.run_dir, drop=("perf/",)),
+        read_metrics(first.run_dir, drop=("perf/",)),
+    )
     assert [r["step"] for r in a] == [r["step"] for r in b]
     for ra, rb in zip(a, b, strict=True):
         assert ra.keys() == rb.keys()
@@ -105,7 +103,7 @@ def test_a_kill_during_a_checkpoint_leaves_the_previous_one(small_model_dir, tmp
     load_model(str(latest / "model"))  # loadable
     result = train(cfg, resume=True)  # and the run finishes from it
     assert result.steps == 4
-    steps = [r["step"] for r in _train_rows(cfg.run_dir) if r["kind"] == "train"]
+    steps = [r["step"] for r in read_metrics(cfg.run_dir) if r["kind"] == "train"]
     assert steps == [1, 2, 3, 4]
 
 
@@ -126,7 +124,7 @@ def test_a_raising_reward_does_not_stop_training(small_model_dir, tmp_path):
     )
     cfg = config(small_model_dir, tmp_path, steps=2, rewards={f"{fragile}:fragile": 1.0})
     train(cfg)
-    rows = [r for r in _train_rows(cfg.run_dir) if r["kind"] == "train"]
+    rows = [r for r in read_metrics(cfg.run_dir) if r["kind"] == "train"]
     assert len(rows) == 2
     assert sum(r["reward/failures"] for r in rows) > 0
 
@@ -134,7 +132,7 @@ def test_a_raising_reward_does_not_stop_training(small_model_dir, tmp_path):
 def test_the_sampler_and_learner_agree_on_log_probs(small_model_dir, tmp_path):
     cfg = config(small_model_dir, tmp_path, steps=1)
     train(cfg)
-    row = [r for r in _train_rows(cfg.run_dir) if r["kind"] == "train"][0]
+    row = [r for r in read_metrics(cfg.run_dir) if r["kind"] == "train"][0]
     # the engine's cached incremental forward vs the learner's full forward, float32
     assert row["engine/logprob_abs_diff"] < 1e-4
 

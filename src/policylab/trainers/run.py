@@ -81,11 +81,7 @@ class Run:
                 f.write(json.dumps({"step": step, **{k: _plain(v) for k, v in row.items()}}) + "\n")
 
     def metrics(self, kind: str | None = None) -> list[dict]:
-        path = self.dir / "metrics.jsonl"
-        if not path.exists():
-            return []
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        return [r for r in rows if kind is None or r.get("kind") == kind]
+        return read_metrics(self.dir, kind=kind)
 
     def _writer(self):
         if self._tb is None:
@@ -211,6 +207,23 @@ def progress_bar(description: str, total: int, fields: dict[str, str], enabled: 
     # a log file or a pipe gets the final line at full width instead of a cut-off one
     console = Console(width=None if sys.stdout.isatty() else 160)
     return Progress(*columns, disable=not enabled, console=console)
+
+
+def read_metrics(
+    run_dir: str | Path, *, kind: str | None = None, drop: tuple[str, ...] = ()
+) -> list[dict]:
+    """The rows of a run folder's metrics.jsonl (of one `kind`, "train" or "eval", if given),
+    without the keys that start with any prefix in `drop` (e.g. ("perf/",) for wall-clock
+    columns, which never repeat between runs)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [
+        {k: v for k, v in r.items() if not (drop and k.startswith(drop))}
+        for r in rows
+        if kind is None or r.get("kind") == kind
+    ]
 
 
 def lr_lambda(cfg, total_updates: int):
