@@ -7,6 +7,8 @@ callable over plain keyword tensors (nested lists are accepted too)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 import torch
@@ -92,6 +94,12 @@ class PolicyLoss:
             rollouts=rollouts,
             normaliser=normaliser,
         )
+
+    def with_options(self, **changes: Any) -> PolicyLoss:
+        """The same loss with some options changed (e.g. an annealed clip range)."""
+        new = copy.copy(self)
+        new.options = dataclasses.replace(self.options, **changes)
+        return new
 
     def __repr__(self) -> str:
         return f"policy_loss({self.name!r}, {self.options})"

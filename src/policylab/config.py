@@ -216,6 +216,9 @@ class ControlConfig(RunSchema):
     clip: float | None = Field(
         None, gt=0, lt=1, description="PPO ratio clip ε (None = the recipe's: ppo 0.2, fpo 0.05)"
     )
+    clip_schedule: Literal["constant", "linear"] = Field(
+        "constant", description="clip ε: constant, or linear to 0 over the run (SB3's lin_ε)"
+    )
     value_clip: float | None = Field(
         None, description="clip V to V_old ± this (None = unclipped value loss)"
     )
@@ -256,6 +259,12 @@ class ControlConfig(RunSchema):
     replay_capacity: int = Field(100_000, ge=1, description="pg_rainbow: replay transitions")
     replay_min: int = Field(1_000, ge=1, description="pg_rainbow: V_θ alone until this many")
     normalize_obs: bool = Field(False, description="running mean/var observation normaliser")
+    normalize_reward: bool = Field(
+        False, description="scale rewards by the running std of the discounted return"
+    )
+    vector: Literal["sync", "async"] = Field(
+        "sync", description="vector env: sync (one process) or async (a process per env)"
+    )
     eval_every: int = Field(
         10, ge=0, description="evaluation every N iterations (0 = start and end only)"
     )
@@ -344,6 +353,8 @@ def is_gym_task(task: str) -> bool:
     """True for a registered gymnasium environment id (e.g. CartPole-v1)."""
     try:
         import gymnasium
+
+        import policylab.envs  # noqa: F401  (registers the policylab/... ids)
     except ImportError:
         return False
     return task in gymnasium.registry

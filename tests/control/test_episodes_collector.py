@@ -1,10 +1,12 @@
 """Rollouts from gymnasium vector environments (workflows/episodes.py): time-major rows,
 termination vs truncation, bootstrapping from the final observation, seeding."""
 
+import numpy as np
+import pytest
 import torch
 
-from policylab.policies import ActorCritic
-from policylab.workflows.episodes import EpisodeCollector, evaluate_policy
+from policylab.policies import ActorCritic, make_actor_critic
+from policylab.workflows.episodes import EpisodeCollector, RewardScaler, evaluate_policy
 
 
 def policy_for_cartpole(seed=0):
@@ -68,3 +70,56 @@ def test_evaluation_uses_fixed_episodes():
     a = evaluate_policy(policy, "CartPole-v1", episodes=3, seed=100)
     b = evaluate_policy(policy, "CartPole-v1", episodes=3, seed=100)
     assert a == b and a["eval/return_mean"] == a["eval/length_mean"]
+
+
+def test_stored_logprobs_are_what_the_first_update_recomputes_with_a_normaliser():
+    # the normaliser is frozen during collection and updated by the trainer afterwards, so
+    # the ratio of the first minibatch is exactly 1 (a per-step update would break this)
+    collector = EpisodeCollector("Pendulum-v1", 2, seed=0)
+    policy = make_actor_critic(
+        collector.envs.single_observation_space,
+        collector.envs.single_action_space,
+        normalize_obs=True,
+    )
+    policy.obs_norm.update(torch.randn(50, 3) * 4 + 1)  # not the identity
+    batch = collector.collect(policy, 16, torch.Generator().manual_seed(0))
+    logp, _, values = policy.evaluate(batch.obs, batch.rollouts.actions)
+    torch.testing.assert_close(logp, batch.rollouts.logprobs[:, 0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(values, batch.rollouts.values[:, 0], rtol=0, atol=1e-6)
+
+
+def test_reward_scaler_divides_by_the_std_of_the_discounted_return():
+    scaler = RewardScaler(1, gamma=0.5)
+    done = np.array([False])
+    returns = []
+    for _ in range(4):  # R = 1, 1.5, 1.75, 1.875
+        returns.append((returns[-1] * 0.5 if returns else 0.0) + 1.0)
+        scaled = scaler(np.array([1.0]), done)
+    # the running variance of R over the 4 steps (the 1e-4 prior count is negligible)
+    assert scaled[0] == pytest.approx(1.0 / np.sqrt(np.var(returns)), rel=1e-3)
+    scaler(np.array([1.0]), np.array([True]))
+    assert scaler.ret[0] == 0.0  # the discounted return restarts with the episode
+
+
+def test_reward_scaling_leaves_episode_returns_raw():
+    raw = EpisodeCollector("CartPole-v1", 2, seed=0)
+    scaled = EpisodeCollector("CartPole-v1", 2, seed=0, reward_gamma=0.99)
+    policy = make_actor_critic(raw.envs.single_observation_space, raw.envs.single_action_space)
+    a = raw.collect(policy, 64, torch.Generator().manual_seed(0))
+    b = scaled.collect(policy, 64, torch.Generator().manual_seed(0))
+    assert a.episode_returns == b.episode_returns and a.episode_returns
+    assert not torch.equal(a.rewards, b.rewards)
+    torch.testing.assert_close(a.rollouts.actions, b.rollouts.actions)
+
+
+def test_async_environments_step_like_sync_ones():
+    sync = EpisodeCollector("CartPole-v1", 2, seed=1)
+    async_ = EpisodeCollector("CartPole-v1", 2, seed=1, vector="async")
+    policy = make_actor_critic(sync.envs.single_observation_space, sync.envs.single_action_space)
+    a = sync.collect(policy, 40, torch.Generator().manual_seed(0))
+    b = async_.collect(policy, 40, torch.Generator().manual_seed(0))
+    async_.close()
+    torch.testing.assert_close(a.obs, b.obs)
+    torch.testing.assert_close(a.rewards, b.rewards)
+    with pytest.raises(ValueError, match="choices: sync, async"):
+        EpisodeCollector("CartPole-v1", 2, seed=1, vector="threads")

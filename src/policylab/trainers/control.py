@@ -73,6 +73,11 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         loss_overrides={} if cfg.clip is None else {"eps_low": cfg.clip, "eps_high": cfg.clip},
         value_overrides={"clip": cfg.value_clip},
     )
+    if cfg.clip_schedule != "constant" and not hasattr(parts.loss.options, "eps_high"):
+        raise ValueError(
+            f"clip_schedule={cfg.clip_schedule!r} needs a clipped loss; "
+            f"{cfg.algo}'s is {parts.loss.name!r}"
+        )
     resolved = {
         "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
@@ -80,7 +85,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     }
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
-    collector = EpisodeCollector(cfg.task, cfg.num_envs, cfg.seed)
+    collector = make_collector(cfg, cfg.seed)
     policy = make_policy(cfg, collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
@@ -99,9 +104,13 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         generator.set_state(state["generator"])
         if iqn is not None:
             iqn.load_state_dict(state["iqn"])
-        collector.close()
-        collector = cloudpickle.loads(state["collector"])
         start, evals, elapsed = state["step"], state["evals"], state["elapsed_s"]
+        collector.close()
+        if state["collector"] is not None:  # a sync collector: every env's exact state
+            collector = cloudpickle.loads(state["collector"])
+        else:  # async: subprocesses cannot be pickled; restart the episodes, new seeds
+            log.warning("async environments cannot be restored: episodes restart")
+            collector = make_collector(cfg, cfg.seed + start * cfg.num_envs)
         solved_at = state["solved_at"]
         log.info("resumed %s at iteration %d", run.dir, start)
 
@@ -149,10 +158,15 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                 )
             t1 = time.perf_counter()
             # 3. learn: epochs × shuffled minibatches, target-KL early stop
+            loss = parts.loss
+            if cfg.clip_schedule == "linear":  # ε·(1 − (k − 1)/K) in iteration k (SB3's lin_ε)
+                eps = clip_range(parts.loss.options) * (1 - (iteration - 1) / cfg.iterations)
+                loss = loss.with_options(eps_low=eps, eps_high=eps)
             learn = _learn(
                 policy,
                 optimiser,
-                parts,
+                parts.value,
+                loss,
                 batch,
                 adv.reshape(-1),
                 returns.reshape(-1),
@@ -162,6 +176,8 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
             if iqn is not None:  # PG-Rainbow: replay the batch, M IQN steps (papers §17.4)
                 iqn.push(batch, collector.obs)
                 learn.update(iqn.update(cfg.iqn_steps, cfg.iqn_batch, cfg.gamma, generator))
+            if policy.obs_norm is not None:  # after learning: the batch's log-probs stay exact
+                policy.obs_norm.update(batch.obs)
             scheduler.step()
             t2 = time.perf_counter()
             # 4. metrics, evaluation, checkpoint
@@ -170,6 +186,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                 "rollout/reward_mean": float(batch.rewards.mean()),
                 "rollout/episodes": len(batch.episode_returns),
                 "adv/abs_mean": float(adv.abs().mean()),
+                "clip": clip_range(loss.options),
                 "lr": scheduler.get_last_lr()[0],
                 "perf/steps_per_s": batch_size / (t2 - t0),
                 "perf/collect_frac": (t1 - t0) / (t2 - t0),
@@ -197,7 +214,9 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                         "optimizer": optimiser.state_dict(),
                         "scheduler": scheduler.state_dict(),
                         "generator": generator.get_state(),
-                        "collector": cloudpickle.dumps(collector),
+                        "collector": (
+                            cloudpickle.dumps(collector) if cfg.vector == "sync" else None
+                        ),
                         "evals": evals,
                         "elapsed_s": elapsed + time.perf_counter() - started,
                         "solved_at": solved_at,
@@ -222,6 +241,20 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     run.write_summary(summary_table(cfg, evals, env_steps, seconds, solved_at))
     run.close()
     return ControlResult(str(run.dir), evals, env_steps, seconds, solved_at)
+
+
+def make_collector(cfg: ControlConfig, seed: int) -> EpisodeCollector:
+    """The run's environments, with reward scaling if `cfg.normalize_reward`."""
+    reward_gamma = cfg.gamma if cfg.normalize_reward else None
+    return EpisodeCollector(
+        cfg.task, cfg.num_envs, seed, vector=cfg.vector, reward_gamma=reward_gamma
+    )
+
+
+def clip_range(options) -> float:
+    """The ratio clip ε of a ppo_clip-style loss's options (eps_high when asymmetric); nan
+    for a loss without one."""
+    return float(getattr(options, "eps_high", math.nan))
 
 
 def make_policy(cfg: ControlConfig, envs) -> torch.nn.Module:
@@ -257,7 +290,9 @@ def make_iqn_learner(cfg: ControlConfig, policy) -> IQNLearner | None:
     )
 
 
-def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dict[str, float]:
+def _learn(
+    policy, optimiser, value_loss, policy_loss, batch, adv, returns, cfg, generator
+) -> dict[str, float]:
     """`cfg.epochs` passes of shuffled minibatches; stops early once the approximate KL
     (Schulman's k3, E[(r − 1) − log r]) of a minibatch exceeds `cfg.target_kl`."""
     rollouts = batch.rollouts
@@ -273,13 +308,13 @@ def _learn(policy, optimiser, parts, batch, adv, returns, cfg, generator) -> dic
             a = adv[rows].unsqueeze(-1)
             if cfg.norm_adv and len(rows) > 1:
                 a = masked_whiten(a, mask, unbiased=True)
-            pg_loss, pg = parts.loss(
+            pg_loss, pg = policy_loss(
                 logprobs=logp.unsqueeze(-1),
                 old_logprobs=old_logp[rows].unsqueeze(-1),
                 advantages=a,
                 response_mask=mask,
             )
-            v_loss, vf = parts.value(
+            v_loss, vf = value_loss(
                 values.unsqueeze(-1),
                 old_values[rows].unsqueeze(-1),
                 returns[rows].unsqueeze(-1),

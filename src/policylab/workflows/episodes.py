@@ -7,8 +7,18 @@ Termination and truncation are kept apart: on truncation (a time limit) the valu
 final observation, before the automatic reset, is recorded in `next_values`, so GAE
 bootstraps it instead of treating the time limit as death.
 
-The collector is picklable (cloudpickle), so a checkpoint restores every environment's
-exact state and a resumed run continues step for step."""
+Observation statistics are *not* updated here: the policy acts with the statistics it had
+at the start of the collection, the trainer stores the raw observations, and it updates
+the normaliser only after learning from them. So the log-probs recorded at sampling time
+are exactly those the first minibatch recomputes (ratio 1 before any update), which a
+per-step update would break. Rewards can be scaled by a running estimate of the std of
+the discounted return (`normalize_reward`, as SB3's VecNormalize; episode statistics stay
+in raw reward).
+
+A synchronous collector is picklable (cloudpickle), so a checkpoint restores every
+environment's exact state and a resumed run continues step for step. An asynchronous one
+(`vector="async"`, one subprocess per environment) cannot be pickled; a resumed run
+restarts its episodes (see trainers/control.py)."""
 
 from __future__ import annotations
 
@@ -18,16 +28,44 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from policylab import envs as _registered_envs  # noqa: F401  (policylab/... gymnasium ids)
+from policylab.policies.mlp import RunningMeanStd
 from policylab.rollouts import Rollouts
 
+VECTOR = ("sync", "async")
 
-def make_vector_env(env_id: str, num_envs: int, **kwargs) -> gym.vector.SyncVectorEnv:
+
+def make_vector_env(
+    env_id: str, num_envs: int, vector: str = "sync", **kwargs
+) -> gym.vector.VectorEnv:
     """N copies of `env_id` stepping in lock-step; a finished episode resets in the same step
-    and its last observation is in info["final_obs"]."""
-    return gym.vector.SyncVectorEnv(
+    and its last observation is in info["final_obs"]. vector: "sync" (one process) or
+    "async" (one subprocess per environment; pays only for slow environments)."""
+    if vector not in VECTOR:
+        raise ValueError(f"vector={vector!r}; choices: {', '.join(VECTOR)}")
+    cls = gym.vector.SyncVectorEnv if vector == "sync" else gym.vector.AsyncVectorEnv
+    return cls(
         [lambda: gym.make(env_id, **kwargs) for _ in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
+
+
+class RewardScaler:
+    """r / √(Var[R] + ε), clipped to ±clip, where R is the running discounted return
+    R_t = γ·R_{t−1} + r_t of each environment (reset at episode end) and Var[R] its running
+    variance over all environments and steps (OpenAI baselines' and SB3's VecNormalize)."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, eps: float = 1e-8):
+        self.gamma, self.clip, self.eps = gamma, clip, eps
+        self.ret = np.zeros(num_envs)
+        self.stats = RunningMeanStd(())
+
+    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        self.ret = self.ret * self.gamma + reward
+        self.stats.update(torch.as_tensor(self.ret))
+        self.ret[done] = 0.0
+        scale = float(torch.sqrt(self.stats.var + self.eps))
+        return np.clip(reward / scale, -self.clip, self.clip)
 
 
 @dataclass
@@ -47,11 +85,22 @@ class Batch:
 
 class EpisodeCollector:
     """Steps `num_envs` copies of `env_id` with a policy; seeds env i with seed + i.
+    `reward_gamma` set: rewards for learning are scaled by `RewardScaler` with that γ.
     `env_kwargs` go to gym.make (e.g. max_episode_steps)."""
 
-    def __init__(self, env_id: str, num_envs: int, seed: int, **env_kwargs) -> None:
-        self.envs = make_vector_env(env_id, num_envs, **env_kwargs)
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        seed: int,
+        *,
+        vector: str = "sync",
+        reward_gamma: float | None = None,
+        **env_kwargs,
+    ) -> None:
+        self.envs = make_vector_env(env_id, num_envs, vector, **env_kwargs)
         self.num_envs = num_envs
+        self.scaler = None if reward_gamma is None else RewardScaler(num_envs, reward_gamma)
         obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self.envs.action_space.seed(seed)
         self.obs = torch.as_tensor(obs, dtype=torch.float32)
@@ -65,15 +114,14 @@ class EpisodeCollector:
         )
 
     def collect(self, policy, n_steps: int, generator: torch.Generator | None = None) -> Batch:
-        """`n_steps` steps of every environment under `policy` (an ActorCritic)."""
+        """`n_steps` steps of every environment under `policy` (an ActorCritic). Batch.rewards
+        are the rewards GAE learns from (scaled if `reward_gamma` was given)."""
         T, N = n_steps, self.num_envs
         obs_rows, actions, logprobs, extras = [], [], [], []
         rewards, values, next_values = torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N)
         terminated, truncated = torch.zeros(T, N), torch.zeros(T, N)
         ep_returns, ep_lengths = [], []
         for t in range(T):
-            if policy.obs_norm is not None:
-                policy.obs_norm.update(self.obs)
             step = policy.act(self.obs, generator)
             action = step.actions
             if self.bounds is not None:  # the unclipped sample keeps its exact log-prob
@@ -84,7 +132,8 @@ class EpisodeCollector:
             logprobs.append(step.logprobs)
             extras.append(step.extras)
             values[t] = step.values
-            rewards[t] = torch.as_tensor(reward, dtype=torch.float32)
+            learn_reward = reward if self.scaler is None else self.scaler(reward, term | trunc)
+            rewards[t] = torch.as_tensor(learn_reward, dtype=torch.float32)
             terminated[t] = torch.as_tensor(term, dtype=torch.float32)
             truncated[t] = torch.as_tensor(trunc & ~term, dtype=torch.float32)
             next_obs = torch.as_tensor(obs, dtype=torch.float32)
