@@ -68,7 +68,7 @@ def test_markdown_table():
     assert "| +2.33 [+0.899, +3.77] | no |" in lines[3]
     assert "| 3/3, 25,000 |" in lines[3]
     # a2c-like row: Δ = 1/3 ± 1.434 contains 0
-    assert "| +0.333 [-1.10, +1.77] | yes |" in lines[4]
+    assert "| +0.333 [-1.1, +1.77] | yes |" in lines[4]  # trailing zeros dropped
     assert "- grpo seed 3: CUDA out of memory" in lines
 
 

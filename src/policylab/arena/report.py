@@ -13,7 +13,7 @@ import base64
 import html
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +158,7 @@ def plot_curves(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     path = Path(path)
     grid = np.linspace(0.0, budget, 201)
@@ -177,6 +178,7 @@ def plot_curves(
     if threshold is not None:
         ax.axhline(threshold, color="grey", linestyle=":", linewidth=1, label="threshold")
     ax.set_xlim(0, budget)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
     ax.set_xlabel(budget_unit)
     ax.set_ylabel("held-out score")
     ax.set_title(f"{title}\nmean over seeds, band: {confidence:.0%} t interval", fontsize=10)
@@ -196,11 +198,11 @@ def how_to_read(confidence: float, baseline: str) -> list[str]:
     """The note under the table, one paragraph per item."""
     pct = f"{confidence:.0%}"
     return [
-        f"Intervals are {pct} Student-t intervals over seeds. With 3 seeds the t quantile "
+        f"Intervals are {pct} Student-t intervals over seeds. With 3 seeds the 95% t quantile "
         "is 4.30, so intervals are wide: that is the honest width of 3 seeds, not a bug.",
         f"Δ final is paired by seed against {baseline}: seed s uses the same environment "
         "seeds / prompt order under every algorithm, so the luck both runs share cancels.",
-        "Inside the noise? \"yes\" means the Δ interval contains 0: this budget and these "
+        'Inside the noise? "yes" means the Δ interval contains 0: this budget and these '
         "seeds cannot tell the algorithm from the baseline (which is not the same as equal).",
         "AUC is the mean held-out score over the whole budget (the score held after the last "
         "evaluation): it rewards learning early, where the final score does not.",
@@ -315,9 +317,7 @@ def _html_page(
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{e(title)}</h1>",
-        '<ul class="meta">'
-        + "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in meta.items())
-        + "</ul>",
+        _html_list(f"{k}: {v}" for k, v in meta.items()).replace("<ul>", '<ul class="meta">'),
         f"<p>{e(setup)}</p>",
         "<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr></thead>",
         "<tbody>" + "\n".join(body_rows) + "</tbody></table>",
@@ -325,11 +325,15 @@ def _html_page(
     failures = _failure_lines(summaries)
     if failures:
         parts.append("<p>Failed runs (not in the statistics):</p>")
-        parts.append(
-            '<ul class="failed">' + "".join(f"<li>{e(f)}</li>" for f in failures) + "</ul>"
-        )
+        parts.append(_html_list(failures).replace("<ul>", '<ul class="failed">'))
     parts.append("<h2>How to read this table</h2>")
-    parts.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
+    parts.append(_html_list(notes))
     parts.append(f'<img alt="curves" src="data:image/png;base64,{image}">')
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _html_list(items: Iterable[str]) -> str:
+    """An escaped <ul>; empty string for no items."""
+    lis = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+    return f"<ul>{lis}</ul>" if lis else ""
