@@ -240,6 +240,40 @@ def _train_control(console: Console, args: argparse.Namespace, base: dict, overr
     return 0
 
 
+def _arena(console: Console, args: argparse.Namespace) -> int:
+    from policylab.arena import arena
+    from policylab.config import parse_overrides
+
+    result = arena(
+        args.task,
+        args.algos,
+        args.seeds,
+        budget=args.budget,
+        jobs=args.jobs,
+        overrides=parse_overrides(args.overrides),
+        baseline=args.baseline,
+        threshold=args.threshold,
+        out_dir=args.out,
+    )
+    return _print_arena(console, result)
+
+
+def _report(console: Console, args: argparse.Namespace) -> int:
+    from policylab.arena import report
+
+    return _print_arena(console, report(args.arena_dir))
+
+
+def _print_arena(console: Console, result) -> int:
+    """The results table as Markdown, the report's paths; exit 1 if a run failed."""
+    console.print(result.report["markdown"].read_text(), markup=False, highlight=False)
+    console.print(f"report: {result.report['html']}  ({len(result.trained)} runs trained now)")
+    failed = [r for r in result.records if r.status == "failed"]
+    for r in failed:
+        console.print(f"[red]failed:[/red] {r.algo} seed {r.seed}: {escape(r.error)}")
+    return 1 if failed else 0
+
+
 def _sft(console: Console, args: argparse.Namespace) -> int:
     from policylab.config import load, parse_overrides
     from policylab.trainers.sft import SFTConfig, sft
@@ -332,6 +366,31 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--seed", type=int, default=0, help="seed of the held-out draw and sampling")
     ev.add_argument("--max-new-tokens", type=int, default=24, help="generation budget")
     ev.add_argument("knobs", nargs="*", help="task difficulty knobs as key=value")
+    ar = sub.add_parser(
+        "arena",
+        help="algorithms side by side: same task, budget and seeds, with confidence intervals",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Each algorithm × seed is an ordinary run folder under OUT/runs; re-running the "
+        "same command continues an interrupted arena (finished runs are reused, partial ones "
+        "resumed). key=value fields apply to every run (policylab train --help lists them).",
+    )
+    ar.add_argument("--task", required=True, help="embedded task, data file or gymnasium id")
+    ar.add_argument("--algos", required=True, help="comma-separated algorithms")
+    ar.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 for every algorithm")
+    ar.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="per run: environment steps (control) or generated samples (language models); "
+        "default: the trainer's",
+    )
+    ar.add_argument("--jobs", type=int, default=1, help="runs in parallel")
+    ar.add_argument("--baseline", default=None, help="algorithm the others are compared to")
+    ar.add_argument("--threshold", type=float, default=None, help="score for 'budget to reach'")
+    ar.add_argument("--out", default=None, help="arena folder (default runs/arena-<task>)")
+    ar.add_argument("overrides", nargs="*", help="key=value fields for every run")
+    rep = sub.add_parser("report", help="(re)write an arena's results.md, curves.png, report.html")
+    rep.add_argument("arena_dir")
     args = parser.parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 120)
     _quiet_transformers()
@@ -340,7 +399,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "describe":
         return _describe(console, args.name)
-    commands = {"bandit": _bandit, "train": _train, "sft": _sft, "eval": _eval}
+    commands = {
+        "bandit": _bandit,
+        "train": _train,
+        "sft": _sft,
+        "eval": _eval,
+        "arena": _arena,
+        "report": _report,
+    }
     try:
         return commands[args.command](console, args)
     except (ValueError, KeyError, FileNotFoundError, FileExistsError) as err:

@@ -23,6 +23,7 @@ from policylab.arena.stats import (
     Interval,
     RunRecord,
     ThresholdSummary,
+    _t_quantile,
     mean_curve,
     summarize,
 )
@@ -194,12 +195,18 @@ def plot_curves(
 
 
 # ---- the report -------------------------------------------------------------------------
-def how_to_read(confidence: float, baseline: str) -> list[str]:
-    """The note under the table, one paragraph per item."""
+def how_to_read(confidence: float, baseline: str, seeds: int = 3) -> list[str]:
+    """The note under the table, one paragraph per item; `seeds` is the most seeds any
+    algorithm has (the t quantile quoted is for that many)."""
     pct = f"{confidence:.0%}"
+    width = (
+        f"With {seeds} seeds the {pct} t quantile is {_t_quantile(confidence, seeds - 1):.2f}, "
+        f"so intervals are wide: that is the honest width of {seeds} seeds, not a bug."
+        if seeds > 1
+        else "With one seed no interval can be given."
+    )
     return [
-        f"Intervals are {pct} Student-t intervals over seeds. With 3 seeds the 95% t quantile "
-        "is 4.30, so intervals are wide: that is the honest width of 3 seeds, not a bug.",
+        f"Intervals are {pct} Student-t intervals over seeds. {width}",
         f"Δ final is paired by seed against {baseline}: seed s uses the same environment "
         "seeds / prompt order under every algorithm, so the luck both runs share cancels.",
         'Inside the noise? "yes" means the Δ interval contains 0: this budget and these '
@@ -250,7 +257,8 @@ def write_report(
         confidence=confidence,
     )
     setup = _setup_line(records, task, budget, unit, baseline, threshold)
-    notes = how_to_read(confidence, baseline)
+    seeds = max((s.n_done for s in summaries), default=0)
+    notes = how_to_read(confidence, baseline, seeds)
 
     md = [f"# {title}", ""]
     md += [f"- {key}: {value}" for key, value in meta.items()]

@@ -100,7 +100,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
     select = selections.get("all")
 
-    start_step, evals = 0, []
+    # what the run has spent: every generated sample and token counts, kept or not (the
+    # arena's budget); wall-clock carried over a resume
+    start_step, evals, spent, elapsed = 0, [], {"samples": 0, "tokens": 0}, 0.0
     restored = run.load_checkpoint() if resume else None
     if restored is not None:
         path, state = restored
@@ -110,6 +112,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         sampler.load_state_dict(state["sampler"])
         generator.set_state(state["generator"])
         start_step, evals = state["step"], state["evals"]
+        spent, elapsed = state.get("spent", spent), state.get("elapsed_s", 0.0)
         log.info("resumed %s at step %d", run.dir, start_step)
 
     def held_out(step: int) -> dict[str, float]:
@@ -121,10 +124,14 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             seed=cfg.eval_seed,
             max_new_tokens=cfg.max_new_tokens,
         ).as_dict()
+        scores["budget/samples"] = spent["samples"]
+        scores["budget/tokens"] = spent["tokens"]
+        scores["time/elapsed_s"] = elapsed + time.perf_counter() - started
         run.log(step, scores, kind="eval")
         evals.append({"step": step, **scores})
         return scores
 
+    started = time.perf_counter()
     if start_step == 0:
         held_out(0)
         log.info(
@@ -132,7 +139,6 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             "advantages) while its gradient is not: watch reward, grad_norm and "
             "adv/zero_std_frac instead"
         )
-    started = time.perf_counter()
     fields = {"reward": "reward", "acc": "held-out", "tps": "tok/s", "split": "gen/score/learn"}
     with progress_bar(f"{cfg.algo} on {task.name}", cfg.steps, fields, cfg.progress) as bar:
         job = bar.add_task(
@@ -160,6 +166,8 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                 mask_truncated=cfg.mask_truncated,
             )
             t1 = time.perf_counter()
+            spent["samples"] += len(examples) * cfg.samples_per_prompt
+            spent["tokens"] += info.generated_tokens
             if reference is not None:
                 with torch.no_grad():
                     ref, _ = sequence_logprobs(
@@ -196,6 +204,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             sampler.update(indices, batch.rewards)
             # 4. metrics, samples, evaluation, checkpoint
             metrics = _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3)
+            metrics.update({"budget/samples": spent["samples"], "budget/tokens": spent["tokens"]})
             run.log(step, metrics)
             run.log_samples(
                 step,
@@ -220,6 +229,8 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                         "sampler": sampler.state_dict(),
                         "generator": generator.get_state(),
                         "evals": evals,
+                        "spent": spent,
+                        "elapsed_s": elapsed + time.perf_counter() - started,
                     },
                     model=model,
                     tokenizer=tokenizer,
@@ -234,7 +245,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                 f"{metrics['perf/score_frac']:.0%}/{metrics['perf/learn_frac']:.0%}",
             )
 
-    seconds = time.perf_counter() - started
+    seconds = elapsed + time.perf_counter() - started
     before, after = evals[0], evals[-1]
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
     run.write_summary(summary_table(cfg, before, after, run.metrics("train"), seconds))

@@ -1,0 +1,407 @@
+"""The arena runner: every algorithm × seed is an ordinary training run, side by side.
+
+    policylab arena --task arithmetic --algos grpo,dr_grpo,rloo --seeds 3 --budget 3072
+    policylab arena --task CartPole-v1 --algos ppo,pg_rainbow --seeds 3 --threshold 475
+    policylab report runs/arena-arithmetic
+
+Layout of an arena folder:
+
+    <arena>/
+      arena.json          the settings (task, algorithms, seeds, budget, overrides, ...)
+      runs/<algo>-s<seed>/ one ordinary run folder each: open, resume or re-run it alone
+      logs/<algo>-s<seed>.log  the run's console output (its error, if it failed)
+      results.md, curves.png, report.html   written by arena/report.py
+
+Each run is `policylab train` in its own process (`python -m policylab.cli`), so a
+crashing run cannot take the others down and `--jobs` runs go in parallel, each with
+cores/jobs torch threads. Re-running an arena continues it: a finished run (its
+`arena_done.json`) is read, not trained again; a run with a checkpoint is resumed; any
+other is started afresh.
+
+Fair budgets. Control: the same number of environment steps (`total_steps`). Language
+models: the same number of generated samples — `budget` / (prompts_per_step ×
+samples_per_prompt) training steps for every algorithm, with the same prompts per step,
+samples per prompt and max_new_tokens (an algorithm that discards or redraws samples is
+charged for every sample it generated: the trainer counts them in `budget/samples`,
+which is the curves' x axis). Generated tokens and wall-clock are reported beside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policylab.arena.report import write_report
+from policylab.arena.stats import AlgoSummary, RunRecord, summarize
+from policylab.trainers.run import read_metrics
+
+SETTINGS = "arena.json"
+DONE = "arena_done.json"
+
+
+@dataclass
+class ArenaSpec:
+    """What an arena runs; saved as arena.json so `policylab report` and a re-run read it."""
+
+    task: str
+    algos: list[str]
+    seeds: list[int]
+    budget: int  # environment steps (control) or generated samples (language models)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    baseline: str = ""  # default: the first algorithm
+    threshold: float | None = None
+    confidence: float = 0.95
+    kind: str = ""  # "control" or "llm", from the task
+    budget_unit: str = ""
+    # the training field that carries the budget, and its value (steps / total_steps)
+    budget_field: str = ""
+    budget_value: int = 0
+
+    def run_name(self, algo: str, seed: int) -> str:
+        return f"{algo}-s{seed}"
+
+    def compatible(self, other: ArenaSpec) -> list[str]:
+        """The settings that differ from `other` in ways that make their runs incomparable."""
+        keys = ("task", "budget", "overrides", "kind")
+        return [k for k in keys if getattr(self, k) != getattr(other, k)]
+
+
+@dataclass
+class ArenaResult:
+    dir: Path
+    spec: ArenaSpec
+    records: list[RunRecord]
+    summaries: list[AlgoSummary]
+    report: dict[str, Path]
+    trained: list[str]  # the runs this call trained or resumed (empty on a finished arena)
+
+
+def make_spec(
+    task: str,
+    algos: list[str] | str,
+    seeds: int | list[int] = 3,
+    *,
+    budget: int | None = None,
+    overrides: dict[str, Any] | None = None,
+    baseline: str | None = None,
+    threshold: float | None = None,
+    confidence: float = 0.95,
+) -> ArenaSpec:
+    """Check the settings and turn the budget into the trainer's field; errors before any
+    work (unknown algorithm, a budget that does not divide into whole steps, ...)."""
+    from policylab import recipes
+    from policylab.config import is_gym_task, load, load_control
+
+    algos = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
+    algos = [a for a in algos if a]
+    if not algos:
+        raise ValueError("an arena needs at least one algorithm (--algos a,b,...)")
+    if len(set(algos)) != len(algos):
+        raise ValueError(f"an algorithm appears twice in {algos}")
+    for algo in algos:
+        if algo not in recipes.recipes:
+            raise ValueError(f"unknown algorithm {algo!r}; choices: {', '.join(recipes.names())}")
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not seeds:
+        raise ValueError("an arena needs at least one seed")
+    baseline = baseline or algos[0]
+    if baseline not in algos:
+        raise ValueError(f"baseline {baseline!r} is not among the algorithms {algos}")
+    overrides = dict(overrides or {})
+    reserved = {"algo", "seed", "run_dir", "task", "progress", "steps", "total_steps"}
+    clash = sorted(reserved & overrides.keys())
+    if clash:
+        raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
+    spec = ArenaSpec(task, algos, seeds, 0, overrides, baseline, threshold, confidence)
+    if is_gym_task(task):
+        spec.kind, spec.budget_unit, spec.budget_field = "control", "env steps", "total_steps"
+        for algo in algos:  # every config must be valid before anything runs
+            cfg = load_control(None, {**overrides, "task": task, "algo": algo})
+        spec.budget = budget or cfg.total_steps
+        spec.budget_value = spec.budget
+        return spec
+    from policylab.config import TrainConfig
+
+    spec.kind, spec.budget_unit, spec.budget_field = "llm", "generated samples", "steps"
+    for algo in algos:
+        cfg = load(TrainConfig, None, {**overrides, "task": task, "algo": algo})
+    per_step = cfg.prompts_per_step * cfg.samples_per_prompt
+    spec.budget = budget or cfg.steps * per_step
+    if spec.budget % per_step:
+        raise ValueError(
+            f"budget {spec.budget} is not a whole number of steps of {cfg.prompts_per_step} "
+            f"prompts × {cfg.samples_per_prompt} samples = {per_step}"
+        )
+    spec.budget_value = spec.budget // per_step
+    return spec
+
+
+def arena(
+    task: str,
+    algos: list[str] | str,
+    seeds: int | list[int] = 3,
+    *,
+    budget: int | None = None,
+    jobs: int = 1,
+    overrides: dict[str, Any] | None = None,
+    baseline: str | None = None,
+    threshold: float | None = None,
+    confidence: float = 0.95,
+    out_dir: str | Path | None = None,
+    progress: bool = True,
+) -> ArenaResult:
+    """Run (or continue) an arena and write its report; returns the records, the table's
+    rows and the report's paths. Usable from a notebook as from `policylab arena`."""
+    spec = make_spec(
+        task,
+        algos,
+        seeds,
+        budget=budget,
+        overrides=overrides,
+        baseline=baseline,
+        threshold=threshold,
+        confidence=confidence,
+    )
+    folder = Path(out_dir or f"runs/arena-{task.replace('/', '_')}")
+    _save_spec(folder, spec)
+    trained = _run_all(folder, spec, jobs, progress)
+    return report(folder, trained=trained)
+
+
+def report(arena_dir: str | Path, *, trained: list[str] | None = None) -> ArenaResult:
+    """Read every run of an arena folder and (re)write results.md, curves.png, report.html."""
+    folder = Path(arena_dir)
+    spec = load_spec(folder)
+    records = [read_record(folder, spec, algo, seed) for algo in spec.algos for seed in spec.seeds]
+    summaries = summarize(
+        records, spec.baseline, spec.threshold, spec.budget, confidence=spec.confidence
+    )
+    meta = {
+        "command": command_line(folder, spec),
+        "budget": f"{spec.budget:,} {spec.budget_unit} per run "
+        f"({spec.budget_field}={spec.budget_value})",
+        "seeds": ", ".join(map(str, spec.seeds)),
+    }
+    tokens = _tokens_line(records, spec)
+    if tokens:
+        meta["generated tokens"] = tokens
+    paths = write_report(
+        folder,
+        records,
+        task=spec.task,
+        baseline=spec.baseline,
+        threshold=spec.threshold,
+        budget=spec.budget,
+        confidence=spec.confidence,
+        meta=meta,
+    )
+    return ArenaResult(folder, spec, records, summaries, paths, trained or [])
+
+
+# ---- settings ---------------------------------------------------------------------------
+def _save_spec(folder: Path, spec: ArenaSpec) -> None:
+    path = folder / SETTINGS
+    if path.exists():
+        saved = load_spec(folder)
+        differ = spec.compatible(saved)
+        if differ:
+            raise ValueError(
+                f"{folder} holds an arena with different {', '.join(differ)}; its runs would "
+                f"not be comparable: choose another --out, or delete the folder"
+            )
+        # more algorithms or seeds extend the arena; the old ones stay in the report
+        spec.algos = saved.algos + [a for a in spec.algos if a not in saved.algos]
+        spec.seeds = saved.seeds + [s for s in spec.seeds if s not in saved.seeds]
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(spec), indent=2) + "\n")
+
+
+def load_spec(folder: str | Path) -> ArenaSpec:
+    path = Path(folder) / SETTINGS
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: no {SETTINGS}; is it an arena folder?")
+    return ArenaSpec(**json.loads(path.read_text()))
+
+
+def command_line(folder: Path, spec: ArenaSpec) -> str:
+    """The command that reproduces (or continues) this arena."""
+    parts = [
+        "policylab arena",
+        f"--task {shlex.quote(spec.task)}",
+        f"--algos {','.join(spec.algos)}",
+        f"--seeds {len(spec.seeds)}" if spec.seeds == list(range(len(spec.seeds))) else "",
+        f"--budget {spec.budget}",
+        f"--baseline {spec.baseline}" if spec.baseline != spec.algos[0] else "",
+        f"--threshold {spec.threshold:g}" if spec.threshold is not None else "",
+        f"--out {shlex.quote(str(folder))}",
+        *(shlex.quote(f"{k}={_text(v)}") for k, v in spec.overrides.items()),
+    ]
+    return " ".join(p for p in parts if p)
+
+
+def _text(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+# ---- running ----------------------------------------------------------------------------
+def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str]:
+    """`python -m policylab.cli train ...` for one run: fresh, or resumed from its
+    checkpoint when it has one."""
+    run_dir = folder / "runs" / spec.run_name(algo, seed)
+    fields = {**spec.overrides, spec.budget_field: spec.budget_value, "progress": "false"}
+    cmd = [sys.executable, "-m", "policylab.cli", "train"]
+    if (run_dir / "checkpoints" / "latest").is_file():
+        cmd += ["--resume", str(run_dir)]
+    else:
+        cmd += ["--task", spec.task, "--algo", algo]
+        fields.update(seed=seed, run_dir=str(run_dir))
+    return cmd + [f"{k}={_text(v)}" for k, v in fields.items()]
+
+
+def _run_one(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) -> int:
+    name = spec.run_name(algo, seed)
+    run_dir = folder / "runs" / name
+    cmd = run_command(folder, spec, algo, seed)
+    if not (run_dir / "checkpoints" / "latest").is_file() and run_dir.exists():
+        _clear(run_dir)  # started but never checkpointed: start again from nothing
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    log_path = folder / "logs" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    failed = log_path.with_suffix(".failed")
+    failed.unlink(missing_ok=True)
+    started = time.perf_counter()
+    with log_path.open("a") as log:
+        log.write(f"$ {shlex.join(cmd)}\n")
+        log.flush()
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if code == 0:
+        done = {"seconds": time.perf_counter() - started, "command": shlex.join(cmd)}
+        (run_dir / DONE).write_text(json.dumps(done) + "\n")
+    else:
+        failed.write_text(f"{code}\n")
+    return code
+
+
+def _clear(run_dir: Path) -> None:
+    import shutil
+
+    shutil.rmtree(run_dir)
+
+
+def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[str]:
+    """Train every unfinished run, `jobs` at a time, with one progress line per run."""
+    from policylab.trainers.run import progress_bar
+
+    todo = [
+        (algo, seed)
+        for algo in spec.algos
+        for seed in spec.seeds
+        if not (folder / "runs" / spec.run_name(algo, seed) / DONE).is_file()
+    ]
+    if not todo:
+        return []
+    jobs = max(1, min(jobs, len(todo)))
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    fields = {"at": "at", "score": "held-out"}
+    title = f"arena · {spec.task}"
+    total = spec.budget
+    with progress_bar(title, len(todo), fields, progress) as bar:
+        overall = bar.add_task(f"{len(todo)} runs", total=len(todo), at="", score="")
+        rows = {}
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures: dict[Future, tuple[str, int]] = {}
+            for algo, seed in todo:
+                future = pool.submit(_run_one, folder, spec, algo, seed, threads)
+                futures[future] = (algo, seed)
+                rows[(algo, seed)] = bar.add_task(
+                    spec.run_name(algo, seed), total=total, at="queued", score=""
+                )
+            pending = set(futures)
+            while pending:
+                time.sleep(1.0)
+                for future in [f for f in pending if f.done()]:
+                    pending.discard(future)
+                    algo, seed = futures[future]
+                    status = "done" if future.result() == 0 else "FAILED"
+                    bar.update(rows[(algo, seed)], at=status)
+                    bar.advance(overall)
+                for future in pending:
+                    if future.running():
+                        algo, seed = futures[future]
+                        x, score = _latest(folder / "runs" / spec.run_name(algo, seed), spec)
+                        bar.update(
+                            rows[(algo, seed)],
+                            completed=x,
+                            at=f"{x:,.0f}",
+                            score="" if score is None else f"{score:.3g}",
+                        )
+    return [spec.run_name(a, s) for a, s in todo]
+
+
+# ---- reading runs back ------------------------------------------------------------------
+def _axes(spec: ArenaSpec) -> tuple[str, str]:
+    """(budget key, score key) of a run's evaluation rows."""
+    if spec.kind == "control":
+        return "env_steps", "eval/return_mean"
+    return "budget/samples", "eval/greedy_accuracy"
+
+
+def _latest(run_dir: Path, spec: ArenaSpec) -> tuple[float, float | None]:
+    """Budget spent and last held-out score of a run in progress (for the progress bar)."""
+    rows = read_metrics(run_dir)
+    x_key, score_key = _axes(spec)
+    train = [r for r in rows if r.get("kind") != "eval" and x_key in r]
+    evals = [r for r in rows if r.get("kind") == "eval"]
+    return (
+        float(train[-1][x_key]) if train else 0.0,
+        float(evals[-1][score_key]) if evals else None,
+    )
+
+
+def read_record(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> RunRecord:
+    """One run's curve (budget spent, held-out score at each evaluation) and status: done
+    (finished), failed (its last attempt exited non-zero; the log's last lines are the
+    error), or partial (interrupted, or not started yet)."""
+    name = spec.run_name(algo, seed)
+    run_dir = folder / "runs" / name
+    x_key, score_key = _axes(spec)
+    evals = read_metrics(run_dir, kind="eval")
+    curve = [(float(r[x_key]), float(r[score_key])) for r in evals if x_key in r]
+    seconds = max((r.get("time/elapsed_s", 0.0) for r in evals), default=0.0)
+    record = RunRecord(algo, seed, "done", curve, seconds, spec.budget_unit, run_dir=str(run_dir))
+    log = folder / "logs" / f"{name}.log"
+    if log.with_suffix(".failed").is_file():
+        record.status, record.error = "failed", _last_error(log)
+    elif not ((run_dir / DONE).is_file() and curve):
+        record.status = "partial"
+    return record
+
+
+def _last_error(log: Path) -> str:
+    """The last non-empty lines of a run's console output (its traceback's end)."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return " / ".join(lines[-3:])[-500:] if lines else "no output"
+
+
+def _tokens_line(records: list[RunRecord], spec: ArenaSpec) -> str:
+    """Mean generated tokens per run, per algorithm (language models)."""
+    if spec.kind != "llm":
+        return ""
+    parts = []
+    for algo in spec.algos:
+        done = [
+            max(row.get("budget/tokens", 0) for row in read_metrics(r.run_dir, kind="eval"))
+            for r in records
+            if r.algo == algo and r.status == "done"
+        ]
+        if done:
+            parts.append(f"{algo} {sum(done) / len(done):,.0f}")
+    return "mean per run: " + ", ".join(parts) if parts else ""

@@ -1,0 +1,135 @@
+"""The arena runner (arena/runner.py): tiny arenas run end to end and write the table, the
+plot and the report; a finished arena is reused, an interrupted run resumed, a failing run
+reported while the others finish; bad settings fail before any work."""
+
+import json
+
+import pytest
+
+from policylab.arena import arena, make_spec, report
+from policylab.cli import main
+from policylab.config import load_control
+from policylab.trainers.control import train
+from policylab.trainers.run import read_metrics
+
+# CartPole runs of 2 iterations of 4 × 32 steps, evaluated after each
+CONTROL = dict(num_envs=4, num_steps=32, minibatch_size=64, epochs=2, eval_every=1)
+CONTROL["eval_episodes"] = 2
+BUDGET = 256
+
+
+def control_arena(out, algos="ppo,pg_rainbow", **kwargs):
+    return arena(
+        "CartPole-v1",
+        algos,
+        2,
+        budget=BUDGET,
+        overrides=CONTROL,
+        out_dir=out,
+        progress=False,
+        **kwargs,
+    )
+
+
+def test_tiny_control_arena_writes_table_plot_and_report(tmp_path):
+    result = control_arena(tmp_path / "a", jobs=2)
+    assert [(r.algo, r.seed, r.status) for r in result.records] == [
+        ("ppo", 0, "done"),
+        ("ppo", 1, "done"),
+        ("pg_rainbow", 0, "done"),
+        ("pg_rainbow", 1, "done"),
+    ]
+    for record in result.records:  # evaluated before training, then after each iteration
+        assert [x for x, _ in record.curve] == [0, 128, 256]
+        # the curve is the run's own evaluation rows, read back
+        rows = read_metrics(record.run_dir, kind="eval")
+        assert record.curve[-1][1] == rows[-1]["eval/return_mean"]
+    ppo = result.summaries[0]
+    finals = [r.curve[-1][1] for r in result.records if r.algo == "ppo"]
+    assert ppo.final.mean == pytest.approx(sum(finals) / 2)
+    md = result.report["markdown"].read_text()
+    assert "| ppo | 2/0 |" in md and "pg_rainbow" in md
+    assert "policylab arena --task CartPole-v1 --algos ppo,pg_rainbow --seeds 2" in md
+    assert result.report["png"].stat().st_size > 1000
+    assert "data:image/png;base64," in result.report["html"].read_text()
+    assert sorted(result.trained) == ["pg_rainbow-s0", "pg_rainbow-s1", "ppo-s0", "ppo-s1"]
+
+
+def test_a_finished_arena_is_read_not_trained_again(tmp_path):
+    first = control_arena(tmp_path / "a", algos="ppo")
+    metrics = [read_metrics(r.run_dir) for r in first.records]
+    again = control_arena(tmp_path / "a", algos="ppo")
+    assert again.trained == []
+    assert [read_metrics(r.run_dir) for r in again.records] == metrics
+    # `policylab report` rewrites the report from the folders alone
+    (tmp_path / "a" / "results.md").unlink()
+    assert main(["report", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "results.md").is_file()
+
+
+def test_an_interrupted_run_is_resumed(tmp_path):
+    out = tmp_path / "a"
+    spec_dir = out / "runs" / "ppo-s0"
+    # a run stopped after 1 of its 2 iterations (its checkpoint is on disk)
+    cfg = load_control(
+        None,
+        {**CONTROL, "algo": "ppo", "task": "CartPole-v1", "seed": 0, "total_steps": 128},
+    )
+    train(cfg.model_copy(update={"run_dir": str(spec_dir), "progress": False}))
+    result = control_arena(out, algos="ppo")
+    log = (out / "logs" / "ppo-s0.log").read_text()
+    assert "--resume" in log
+    assert [x for x, _ in result.records[0].curve] == [0, 128, 256]
+    assert result.records[0].status == "done"
+
+
+def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
+    # fpo needs continuous actions: its runs fail inside the trainer, ppo's finish
+    code = main(
+        ["arena", "--task", "CartPole-v1", "--algos", "ppo,fpo", "--seeds", "1"]
+        + ["--budget", str(BUDGET), "--out", str(tmp_path / "a")]
+        + [f"{k}={v}" for k, v in CONTROL.items()]
+    )
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "failed:" in out and "fpo seed 0" in out and "Box" in out
+    result = report(tmp_path / "a")
+    assert [r.status for r in result.records] == ["done", "failed"]
+    assert "fpo" in result.report["markdown"].read_text()
+
+
+def test_tiny_language_model_arena(tmp_path):
+    fields = dict(
+        prompts_per_step=2, samples_per_prompt=2, max_new_tokens=8, eval_n=4, eval_every=1
+    )
+    result = arena(
+        "arithmetic",
+        ["grpo", "dr_grpo"],
+        2,
+        budget=8,  # 2 steps of 2 prompts × 2 samples
+        jobs=2,
+        overrides=fields,
+        out_dir=tmp_path / "a",
+        progress=False,
+    )
+    assert all(r.status == "done" for r in result.records), [r.error for r in result.records]
+    assert [x for x, _ in result.records[0].curve] == [0, 4, 8]  # generated samples
+    md = result.report["markdown"].read_text()
+    assert "generated samples" in md and "generated tokens" in md
+    spec = json.loads((tmp_path / "a" / "arena.json").read_text())
+    assert spec["budget_field"] == "steps" and spec["budget_value"] == 2
+
+
+def test_bad_settings_fail_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'"):
+        make_spec("CartPole-v1", "ppo,nope")
+    with pytest.raises(ValueError, match="not a whole number of steps"):
+        make_spec("arithmetic", "grpo", budget=100)  # 16 × 8 = 128 samples per step
+    with pytest.raises(ValueError, match="--budget"):
+        make_spec("CartPole-v1", "ppo", overrides={"total_steps": 10})
+    with pytest.raises(ValueError, match="baseline"):
+        make_spec("CartPole-v1", "ppo", baseline="grpo")
+    control_arena(tmp_path / "a", algos="ppo")
+    with pytest.raises(ValueError, match="different budget"):
+        arena("CartPole-v1", "ppo", 2, budget=512, overrides=CONTROL, out_dir=tmp_path / "a")
+    assert not (tmp_path / "b").exists()
