@@ -56,12 +56,12 @@ def test_markdown_table():
     assert lines[0] == (
         "| algorithm | seeds done/failed | final score, mean [95% CI] "
         "| AUC (mean score over the budget) [95% CI] | env steps to 2 (reached, median) "
-        "| Δ final vs ppo [95% CI] | inside the noise? | wall-clock s |"
+        "| Δ final vs ppo [95% CI] | inside the noise? | Δ AUC [95% CI] | wall-clock s |"
     )
-    assert lines[1] == "|" + "---|" * 8
+    assert lines[1] == "|" + "---|" * 9
     # ppo: 2 ± 2.484; AUC 1 ± 1.242; seeds 1, 2 reach 2 at 50,000
     assert lines[2] == (
-        "| ppo | 3/0 | 2 [-0.484, 4.48] | 1 [-0.242, 2.24] | 2/3, 50,000 | baseline | — | 120 |"
+        "| ppo | 3/0 | 2 [-0.484, 4.48] | 1 [-0.242, 2.24] | 2/3, 50,000 | baseline | — | — | 120 |"
     )
     # grpo: Δ = 7/3 ± 1.434 → [0.899, 3.77], outside the noise; its failed seed counted
     assert lines[3].startswith("| grpo | 3/1 | 4.33 [")
@@ -76,7 +76,7 @@ def test_markdown_table_without_threshold_has_no_threshold_column():
     rows = summarize(records(), baseline="ppo", threshold=None, budget=50_000)
     text = markdown_table(rows, budget_unit=UNIT, baseline="ppo", threshold=None)
     assert "reached" not in text
-    assert text.splitlines()[1] == "|" + "---|" * 7
+    assert text.splitlines()[1] == "|" + "---|" * 8
 
 
 def test_markdown_escapes_table_breakers():

@@ -78,7 +78,12 @@ def table_cells(
     ]
     if threshold is not None:
         header.append(f"{budget_unit} to {fmt_number(threshold)} (reached, median)")
-    header += [f"Δ final vs {baseline} [{pct} CI]", "inside the noise?", "wall-clock s"]
+    header += [
+        f"Δ final vs {baseline} [{pct} CI]",
+        "inside the noise?",
+        f"Δ AUC [{pct} CI]",
+        "wall-clock s",
+    ]
     rows = []
     for s in summaries:
         seeds = f"{s.n_done}/{s.n_failed}" + (f" (+{s.n_partial} partial)" if s.n_partial else "")
@@ -86,12 +91,13 @@ def table_cells(
         if threshold is not None:
             row.append(_threshold_cell(s.to_threshold))
         if s.diff_final is None:
-            row += ["baseline", DASH]
+            row += ["baseline", DASH, DASH]
         else:
             inside = s.diff_final.contains(0.0)
             row += [
                 fmt_interval(s.diff_final, signed=True),
                 DASH if inside is None else ("yes" if inside else "no"),
+                fmt_interval(s.diff_auc, signed=True),
             ]
         row.append(fmt_number(s.seconds))
         rows.append(row)
