@@ -137,3 +137,17 @@ def test_reward_normalisation_trains(tmp_path):
     rows = read_metrics(cfg.folder, kind="train")
     # CartPole pays 1 per step; scaled by the return's std the learning reward is below 1
     assert all(0 < row["rollout/reward_mean"] < 1 for row in rows)
+
+
+def test_load_policy_gives_back_the_trained_policy(tmp_path):
+    from policylab.trainers.control import load_policy
+    from policylab.workflows.episodes import evaluate_policy
+
+    cfg = load(ControlConfig, None, dict(FAST, total_steps=128, run_dir=str(tmp_path / "r")))
+    result = train(cfg)
+    policy = load_policy(result.run_dir)
+    # the same evaluation episodes give the same return as the run's last evaluation
+    again = evaluate_policy(policy, cfg.task, cfg.eval_episodes, cfg.eval_seed)
+    assert again["eval/return_mean"] == result.evals[-1]["eval/return_mean"]
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        load_policy(tmp_path)

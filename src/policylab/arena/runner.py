@@ -41,7 +41,7 @@ from typing import Any
 
 from policylab.arena.report import write_report
 from policylab.arena.stats import AlgoSummary, RunRecord, summarize
-from policylab.trainers.run import read_metrics
+from policylab.trainers.run import latest_checkpoint, read_metrics
 
 SETTINGS = "arena.json"
 DONE = "arena_done.json"
@@ -258,7 +258,7 @@ def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str
     run_dir = folder / "runs" / spec.run_name(algo, seed)
     fields = {**spec.overrides, spec.budget_field: spec.budget_value, "progress": "false"}
     cmd = [sys.executable, "-m", "policylab.cli", "train"]
-    if (run_dir / "checkpoints" / "latest").is_file():
+    if latest_checkpoint(run_dir) is not None:
         cmd += ["--resume", str(run_dir)]
     else:
         cmd += ["--task", spec.task, "--algo", algo]
@@ -270,7 +270,7 @@ def _run_one(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) 
     name = spec.run_name(algo, seed)
     run_dir = folder / "runs" / name
     cmd = run_command(folder, spec, algo, seed)
-    if not (run_dir / "checkpoints" / "latest").is_file() and run_dir.exists():
+    if latest_checkpoint(run_dir) is None and run_dir.exists():
         _clear(run_dir)  # started but never checkpointed: start again from nothing
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     log_path = folder / "logs" / f"{name}.log"

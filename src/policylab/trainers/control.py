@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import cloudpickle
 import torch
@@ -22,15 +23,15 @@ import torch
 from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.api import components
-from policylab.config import ControlConfig
+from policylab.config import ControlConfig, load
 from policylab.policies import (
     IQNLearner,
     make_actor_critic,
     make_flow_policy,
     make_pg_rainbow_policy,
 )
-from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
-from policylab.workflows.episodes import EpisodeCollector, evaluate_policy
+from policylab.trainers.run import Run, latest_checkpoint, lr_lambda, mean_metrics, progress_bar
+from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make_vector_env
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,21 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     run.write_summary(summary_table(cfg, evals, env_steps, seconds, solved_at))
     run.close()
     return ControlResult(str(run.dir), evals, env_steps, seconds, solved_at)
+
+
+def load_policy(run_dir: str | Path) -> torch.nn.Module:
+    """The policy of a control run folder's latest checkpoint (with its observation
+    statistics), ready for `act` / `evaluate_policy`."""
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        raise FileNotFoundError(f"{run_dir}: no checkpoint to load a policy from")
+    state = torch.load(path / "state.pt", weights_only=False)
+    cfg = load(ControlConfig, None, state["config"])
+    envs = make_vector_env(cfg.task, 1)
+    policy = make_policy(cfg, envs)
+    envs.close()
+    policy.load_state_dict(state["policy"])
+    return policy
 
 
 def make_collector(cfg: ControlConfig, seed: int) -> EpisodeCollector:

@@ -101,11 +101,7 @@ class Run:
 
     # ---- checkpoints ----------------------------------------------------------------------
     def latest_checkpoint(self) -> Path | None:
-        pointer = self.dir / CHECKPOINTS / LATEST
-        if not pointer.is_file():
-            return None
-        path = self.dir / CHECKPOINTS / pointer.read_text().strip()
-        return path if path.is_dir() else None
+        return latest_checkpoint(self.dir)
 
     def save_checkpoint(self, step: int, state: dict[str, Any], model=None, tokenizer=None) -> Path:
         """Write step_N/ under a temporary name, rename it, then switch `latest`: a kill at
@@ -207,6 +203,15 @@ def progress_bar(description: str, total: int, fields: dict[str, str], enabled: 
     # a log file or a pipe gets the final line at full width instead of a cut-off one
     console = Console(width=None if sys.stdout.isatty() else 160)
     return Progress(*columns, disable=not enabled, console=console)
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The folder the run's `checkpoints/latest` names (None before its first checkpoint)."""
+    pointer = Path(run_dir) / CHECKPOINTS / LATEST
+    if not pointer.is_file():
+        return None
+    path = Path(run_dir) / CHECKPOINTS / pointer.read_text().strip()
+    return path if path.is_dir() else None
 
 
 def read_metrics(
