@@ -108,7 +108,13 @@ class ActorCritic(nn.Module):
         """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions, with grad. `extras`
         (the rollout's per-row extras) is unused: these log-probs are exact."""
         x = self._features(obs)
-        out = self.actor(x)
+        logp, entropy = self._log_prob(self.actor(x), actions)
+        return logp, entropy, self.critic(x).squeeze(-1)
+
+    def _log_prob(
+        self, out: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log π(a|s), entropy) from the actor's output (logits, or the Gaussian mean)."""
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
@@ -118,7 +124,7 @@ class ActorCritic(nn.Module):
             z = (actions - out) / log_std.exp()
             logp = (-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + log_std).sum(-1)
-        return logp, entropy, self.critic(x).squeeze(-1)
+        return logp, entropy
 
     @torch.no_grad()
     def act(
@@ -142,8 +148,8 @@ class ActorCritic(nn.Module):
         else:
             noise = torch.randn(out.shape, generator=generator, dtype=out.dtype)
             actions = out + self.log_std.exp() * noise
-        logp, _, values = self.evaluate(obs, actions)
-        return PolicyStep(actions, logp, values)
+        logp, _ = self._log_prob(out, actions)  # one actor pass; V from `value` (subclasses)
+        return PolicyStep(actions, logp, self.value(obs))
 
 
 def make_actor_critic(observation_space, action_space, **kwargs) -> ActorCritic:

@@ -137,13 +137,12 @@ class EpisodeCollector:
             terminated[t] = torch.as_tensor(term, dtype=torch.float32)
             truncated[t] = torch.as_tensor(trunc & ~term, dtype=torch.float32)
             next_obs = torch.as_tensor(obs, dtype=torch.float32)
-            bootstrap_obs = next_obs
-            if "final_obs" in info and truncated[t].any():
-                bootstrap_obs = next_obs.clone()
-                for i in np.nonzero(trunc & ~term)[0]:
-                    bootstrap_obs[i] = torch.as_tensor(info["final_obs"][i], dtype=torch.float32)
-            with torch.no_grad():
-                next_values[t] = policy.value(bootstrap_obs)
+            # V of the observation after step t is the next step's V (filled in below),
+            # except after a time limit: there it is V of the final observation
+            for i in np.nonzero(trunc & ~term)[0]:
+                final = torch.as_tensor(info["final_obs"][i], dtype=torch.float32)
+                with torch.no_grad():
+                    next_values[t, i] = policy.value(final.unsqueeze(0))[0]
             self.episode_return += reward
             self.episode_length += 1
             for i in np.nonzero(term | trunc)[0]:
@@ -151,6 +150,9 @@ class EpisodeCollector:
                 ep_lengths.append(int(self.episode_length[i]))
                 self.episode_return[i], self.episode_length[i] = 0.0, 0
             self.obs = next_obs
+        with torch.no_grad():
+            after = torch.cat([values[1:], policy.value(self.obs).unsqueeze(0)])
+        next_values = torch.where(truncated.bool(), next_values, after)
         dones = torch.maximum(terminated, truncated)
         B = T * N
         rollouts = Rollouts(
