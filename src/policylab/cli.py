@@ -244,17 +244,24 @@ def _arena(console: Console, args: argparse.Namespace) -> int:
     from policylab.arena import arena
     from policylab.config import parse_overrides
 
-    result = arena(
-        args.task,
-        args.algos,
-        args.seeds,
-        budget=args.budget,
-        jobs=args.jobs,
-        overrides=parse_overrides(args.overrides),
-        baseline=args.baseline,
-        threshold=args.threshold,
-        out_dir=args.out,
-    )
+    try:
+        result = arena(
+            args.task,
+            args.algos,
+            args.seeds,
+            budget=args.budget,
+            jobs=args.jobs,
+            overrides=parse_overrides(args.overrides),
+            baseline=args.baseline,
+            threshold=args.threshold,
+            out_dir=args.out,
+        )
+    except KeyboardInterrupt:
+        console.print(
+            "[yellow]interrupted:[/yellow] run the same command again to continue "
+            "(finished runs are kept, checkpointed ones resume)"
+        )
+        return 130
     return _print_arena(console, result)
 
 
