@@ -293,10 +293,14 @@ def run_policylab(spec: dict) -> dict:
 
 
 class _SB3Actor:
-    """`policy.act(obs, deterministic)` for `evaluate_policy`, answered by `model.predict`."""
+    """`policy.normalize` and `policy.act(obs, deterministic)` for `evaluate_policy`,
+    answered by `model.predict` (which applies SB3's own preprocessing)."""
 
     def __init__(self, model) -> None:
         self.model = model
+
+    def normalize(self, obs):
+        return obs
 
     def act(self, obs, deterministic: bool = True):
         from types import SimpleNamespace

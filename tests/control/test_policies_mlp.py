@@ -96,3 +96,16 @@ def test_sampling_is_seeded_and_the_mode_is_deterministic():
 def test_unsupported_spaces_are_named():
     with pytest.raises(ValueError, match="MultiBinary"):
         make_actor_critic(spaces.Box(-1, 1, (3,)), spaces.MultiBinary(3))
+
+
+def test_normalize_updates_only_when_asked():
+    policy = ActorCritic(2, 2, discrete=True, normalize_obs=True)
+    obs = torch.tensor([[1.0, 2.0], [3.0, 6.0]])
+    x = policy.normalize(obs, update=True)  # statistics first include these observations
+    # mean (2, 4), population std (1, 2); the 1e-4 prior count is negligible
+    torch.testing.assert_close(x, torch.tensor([[-1.0, -1.0], [1.0, 1.0]]), atol=1e-3, rtol=0)
+    before = policy.obs_norm.count.clone()
+    policy.normalize(obs)
+    assert torch.equal(policy.obs_norm.count, before)
+    plain = ActorCritic(2, 2, discrete=True)
+    assert plain.normalize(obs) is obs

@@ -40,6 +40,9 @@ class FixedActions:
     def __init__(self, actions):
         self.actions = torch.as_tensor(actions, dtype=torch.float32)
 
+    def normalize(self, obs):
+        return obs
+
     def act(self, obs, generator=None):
         return PolicyStep(self.actions[: len(obs)], torch.zeros(len(obs)), torch.zeros(len(obs)))
 

@@ -58,7 +58,7 @@ def goal_fractions(policy, episodes: int = 1000, seed: int = 0) -> dict[str, flo
     reach the left goal, the right goal and neither, and the mean reward."""
     generator = torch.Generator().manual_seed(seed)
     obs = torch.ones(episodes, 1)
-    actions = policy.act(obs, generator).actions.clamp(-2.0, 2.0).numpy()
+    actions = policy.act(policy.normalize(obs), generator).actions.clamp(-2.0, 2.0).numpy()
     hit = reached(actions)
     return {
         "goal_left": float(hit[:, 0].mean()),

@@ -24,7 +24,7 @@ import math
 import torch
 from torch import nn
 
-from policylab.policies.mlp import PolicyStep, RunningMeanStd, _layer, _mlp
+from policylab.policies.mlp import ActorCritic, PolicyStep, RunningMeanStd, _layer, _mlp
 
 CFM_REDUCE = ("mean", "sum")
 CFM_WEIGHT = ("none", "tau_sq")
@@ -108,16 +108,15 @@ class FlowPolicy(nn.Module):
         self.velocity_net = nn.Sequential(*layers)
         self.critic = _mlp(obs_dim, hidden, 1, head_gain=1.0)
 
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs if self.obs_norm is None else self.obs_norm(obs)
+    normalize = ActorCritic.normalize  # raw observations → the networks' input x
 
     def velocity(self, x: torch.Tensor, tau: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
         """v̂_θ(x, τ, o): x [..., D], τ [..., 1], normalised o [..., obs_dim] → [..., D]."""
         return self.velocity_net(torch.cat([feats, x, time_embedding(tau)], dim=-1))
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """V(s): [B, obs_dim] → [B]."""
-        return self.critic(self._features(obs)).squeeze(-1)
+    def value(self, x: torch.Tensor) -> torch.Tensor:
+        """V(s): input x = normalize(obs) [B, obs_dim] → [B]."""
+        return self.critic(x).squeeze(-1)
 
     def sample(
         self,
@@ -173,31 +172,30 @@ class FlowPolicy(nn.Module):
         )
 
     def evaluate(
-        self, obs: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
+        self, x: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(−L̂_θ [B], entropy [B] = 0 (intractable; FPO has no entropy bonus, §16.2), V [B])
         on the draws stored at rollout time, `extras["fpo_tau"]` and `extras["fpo_eps"]`."""
         if not extras or "fpo_tau" not in extras:
             raise ValueError("FlowPolicy.evaluate needs the rollout's fpo_tau and fpo_eps draws")
-        feats = self._features(obs)
-        ell = self.cfm_losses(feats, actions, extras["fpo_tau"], extras["fpo_eps"])
-        values = self.critic(feats).squeeze(-1)
+        ell = self.cfm_losses(x, actions, extras["fpo_tau"], extras["fpo_eps"])
+        values = self.critic(x).squeeze(-1)
         return -ell.mean(-1), torch.zeros_like(values), values
 
     @torch.no_grad()
     def act(
         self,
-        obs: torch.Tensor,
+        x: torch.Tensor,
         generator: torch.Generator | None = None,
         *,
         deterministic: bool = False,
     ) -> PolicyStep:
-        """Integrate to an action, draw its N_mc (τ, ε) and record ℓ_old on them."""
-        feats = self._features(obs)
-        actions = self.sample(feats, generator, deterministic=deterministic)
-        tau, eps = self.draws(obs.shape[0], generator)
-        ell = self.cfm_losses(feats, actions, tau, eps)
-        values = self.critic(feats).squeeze(-1)
+        """Integrate to an action at inputs x = normalize(obs), draw its N_mc (τ, ε) and
+        record ℓ_old on them."""
+        actions = self.sample(x, generator, deterministic=deterministic)
+        tau, eps = self.draws(x.shape[0], generator)
+        ell = self.cfm_losses(x, actions, tau, eps)
+        values = self.critic(x).squeeze(-1)
         extras = {"fpo_tau": tau, "fpo_eps": eps, "fpo_old_cfm": ell}
         return PolicyStep(actions, -ell.mean(-1), values, extras)
 

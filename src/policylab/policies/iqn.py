@@ -97,21 +97,21 @@ class PGRainbowPolicy(ActorCritic):
         return [*self.actor.parameters(), *self.critic.parameters(), *self.distill.parameters()]
 
     @torch.no_grad()
-    def quantile_vector(self, obs: torch.Tensor, feats: torch.Tensor | None = None):
-        """q_φ(s) [B, N] = Σ_a π(a|s)·Z_{τ̂_j}(s, a), sorted (crossing, §17.7)."""
-        feats = self._features(obs) if feats is None else feats
+    def quantile_vector(self, feats: torch.Tensor):
+        """q_φ(s) [B, N] = Σ_a π(a|s)·Z_{τ̂_j}(s, a), sorted (crossing, §17.7); feats are
+        the networks' input normalize(obs)."""
         z = self.iqn(feats, self.mid_taus.expand(feats.shape[0], -1))  # [B, N, A]
         probs = torch.softmax(self.actor(feats), dim=-1).unsqueeze(1)
         return (z * probs).sum(-1).sort(dim=-1).values
 
-    def iqn_value(self, obs: torch.Tensor) -> torch.Tensor:
-        """The IQN's value estimate: the mean over quantiles of q_φ(s), [B]."""
-        return self.quantile_vector(obs).mean(-1)
+    def iqn_value(self, x: torch.Tensor) -> torch.Tensor:
+        """The IQN's value estimate at inputs x: the mean over quantiles of q_φ(s), [B]."""
+        return self.quantile_vector(x).mean(-1)
 
     def _combine(self, feats: torch.Tensor, v_theta: torch.Tensor) -> torch.Tensor:
         if not bool(self.active):
             return v_theta
-        q = self.quantile_vector(None, feats)
+        q = self.quantile_vector(feats)
         if self.pgr_input == "concat":
             x = torch.cat([v_theta.unsqueeze(-1), q], dim=-1)
         elif self.pgr_input == "scaled":
@@ -120,13 +120,12 @@ class PGRainbowPolicy(ActorCritic):
             x = q
         return self.distill(x).squeeze(-1)
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        feats = self._features(obs)
-        return self._combine(feats, self.critic(feats).squeeze(-1))
+    def value(self, x: torch.Tensor) -> torch.Tensor:
+        return self._combine(x, self.critic(x).squeeze(-1))
 
-    def evaluate(self, obs, actions, extras=None):
-        logp, entropy, v_theta = super().evaluate(obs, actions, extras)
-        return logp, entropy, self._combine(self._features(obs), v_theta)
+    def evaluate(self, x, actions, extras=None):
+        logp, entropy, v_theta = super().evaluate(x, actions, extras)
+        return logp, entropy, self._combine(x, v_theta)
 
 
 def make_pg_rainbow_policy(observation_space, action_space, **kwargs) -> PGRainbowPolicy:
@@ -181,6 +180,8 @@ class IQNLearner:
         self.size, self.pos, self.steps = 0, 0, 0
 
     def push(self, batch, last_obs: torch.Tensor) -> None:
+        """Store a PPO batch's transitions; batch.obs and `last_obs` (the input after the
+        batch's last step) are the networks' inputs, normalised as the sampler saw them."""
         T, N = batch.rewards.shape
         obs = batch.obs.reshape(T, N, -1)
         nxt = torch.cat([obs[1:], last_obs.unsqueeze(0)], dim=0)
@@ -207,9 +208,9 @@ class IQNLearner:
         losses = []
         for _ in range(steps):
             rows = torch.randint(self.size, (batch_size,), generator=generator)
-            feats = policy._features(self.obs[rows])
+            feats = self.obs[rows]  # stored as the networks' input
             with torch.no_grad():
-                nfeats = policy._features(self.next_obs[rows])
+                nfeats = self.next_obs[rows]
                 sel = torch.rand(batch_size, self.n_tau_select, generator=generator)
                 a_star = policy.iqn_target(nfeats, sel).mean(1).argmax(-1)  # [B]
                 tau_t = torch.rand(batch_size, self.n_tau_target, generator=generator)
@@ -236,7 +237,7 @@ class IQNLearner:
             n = q.shape[-1]
             lo, hi = q[:, int(0.1 * n)], q[:, min(n - 1, int(0.9 * n))]
             m = min(self.size, 256)
-            z = policy.iqn(policy._features(self.obs[:m]), policy.mid_taus.expand(m, -1))
+            z = policy.iqn(self.obs[:m], policy.mid_taus.expand(m, -1))
             out["iqn/quantile_spread"] = float((hi - lo).mean())
             out["iqn/crossed_frac"] = float((z.diff(dim=1) < 0).float().mean())
         out["iqn/loss"] = sum(losses) / len(losses)

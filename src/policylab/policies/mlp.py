@@ -5,7 +5,13 @@ an optional running normaliser of observations whose statistics live in the stat
 checkpoints carry them).
 
 Action log-probs and entropies are summed over action dimensions: one time step is one
-"token" of the shared algebra, so the policy loss sees logprobs of shape [B, 1]."""
+"token" of the shared algebra, so the policy loss sees logprobs of shape [B, 1].
+
+Observations and the network's input. `normalize(obs)` turns raw observations into the
+network's input x (the identity without a normaliser); `act`, `value` and `evaluate` take
+x. The collector normalises each step's observations with statistics updated first by
+them (`normalize(obs, update=True)`, SB3's VecNormalize) and stores x, so the learner
+recomputes log-probs on exactly the input the sampler saw."""
 
 from __future__ import annotations
 
@@ -95,19 +101,25 @@ class ActorCritic(nn.Module):
         self.critic = _mlp(obs_dim, hidden, 1, head_gain=1.0)
         self.log_std = None if discrete else nn.Parameter(torch.full((action_dim,), log_std_init))
 
-    def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        return obs if self.obs_norm is None else self.obs_norm(obs)
+    def normalize(self, obs: torch.Tensor, *, update: bool = False) -> torch.Tensor:
+        """The network's input for raw observations [B, obs_dim]: clip((obs − μ)/σ) with the
+        running statistics, updated with `obs` first when `update`; obs unchanged without a
+        normaliser."""
+        if self.obs_norm is None:
+            return obs
+        if update:
+            self.obs_norm.update(obs)
+        return self.obs_norm(obs)
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """V(s): [B, obs_dim] → [B]."""
-        return self.critic(self._features(obs)).squeeze(-1)
+    def value(self, x: torch.Tensor) -> torch.Tensor:
+        """V(s): input x = normalize(obs) [B, obs_dim] → [B]."""
+        return self.critic(x).squeeze(-1)
 
     def evaluate(
-        self, obs: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
+        self, x: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions, with grad. `extras`
-        (the rollout's per-row extras) is unused: these log-probs are exact."""
-        x = self._features(obs)
+        """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions at inputs x, with grad.
+        `extras` (the rollout's per-row extras) is unused: these log-probs are exact."""
         logp, entropy = self._log_prob(self.actor(x), actions)
         return logp, entropy, self.critic(x).squeeze(-1)
 
@@ -129,13 +141,12 @@ class ActorCritic(nn.Module):
     @torch.no_grad()
     def act(
         self,
-        obs: torch.Tensor,
+        x: torch.Tensor,
         generator: torch.Generator | None = None,
         *,
         deterministic: bool = False,
     ) -> PolicyStep:
-        """Sample (or, deterministic, take the mode of) π(·|s) for a batch of observations."""
-        x = self._features(obs)
+        """Sample (or, deterministic, take the mode of) π(·|s) at inputs x = normalize(obs)."""
         out = self.actor(x)
         if self.discrete:
             if deterministic:
@@ -149,7 +160,7 @@ class ActorCritic(nn.Module):
             noise = torch.randn(out.shape, generator=generator, dtype=out.dtype)
             actions = out + self.log_std.exp() * noise
         logp, _ = self._log_prob(out, actions)  # one actor pass; V from `value` (subclasses)
-        return PolicyStep(actions, logp, self.value(obs))
+        return PolicyStep(actions, logp, self.value(x))
 
 
 def make_actor_critic(observation_space, action_space, **kwargs) -> ActorCritic:

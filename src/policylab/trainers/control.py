@@ -175,10 +175,8 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                 generator,
             )
             if iqn is not None:  # PG-Rainbow: replay the batch, M IQN steps (papers §17.4)
-                iqn.push(batch, collector.obs)
+                iqn.push(batch, policy.normalize(collector.obs))
                 learn.update(iqn.update(cfg.iqn_steps, cfg.iqn_batch, cfg.gamma, generator))
-            if policy.obs_norm is not None:  # after learning: the batch's log-probs stay exact
-                policy.obs_norm.update(batch.obs)
             scheduler.step()
             t2 = time.perf_counter()
             # 4. metrics, evaluation, checkpoint

@@ -7,11 +7,11 @@ Termination and truncation are kept apart: on truncation (a time limit) the valu
 final observation, before the automatic reset, is recorded in `next_values`, so GAE
 bootstraps it instead of treating the time limit as death.
 
-Observation statistics are *not* updated here: the policy acts with the statistics it had
-at the start of the collection, the trainer stores the raw observations, and it updates
-the normaliser only after learning from them. So the log-probs recorded at sampling time
-are exactly those the first minibatch recomputes (ratio 1 before any update), which a
-per-step update would break. Rewards can be scaled by a running estimate of the std of
+Observations are normalised here, step by step, by the policy's running statistics
+updated first with that step's observations (`policy.normalize(obs, update=True)`, as
+SB3's VecNormalize), and the *normalised* input is what the batch stores: the learner
+recomputes log-probs on exactly what the sampler saw, so the ratio is 1 before the first
+update. Rewards can be scaled by a running estimate of the std of
 the discounted return (`normalize_reward`, as SB3's VecNormalize; episode statistics stay
 in raw reward).
 
@@ -73,7 +73,7 @@ class Batch:
     """One collection: `rollouts` (B = T·N rows) and the [T, N] views GAE needs."""
 
     rollouts: Rollouts
-    obs: torch.Tensor  # [B, obs_dim] observation each action was taken in
+    obs: torch.Tensor  # [B, obs_dim] the policy's input (normalised observation) per action
     rewards: torch.Tensor  # [T, N]
     values: torch.Tensor  # [T, N]
     next_values: torch.Tensor  # [T, N] V of the observation after step t (final obs on reset)
@@ -122,12 +122,13 @@ class EpisodeCollector:
         terminated, truncated = torch.zeros(T, N), torch.zeros(T, N)
         ep_returns, ep_lengths = [], []
         for t in range(T):
-            step = policy.act(self.obs, generator)
+            x = policy.normalize(self.obs, update=True)
+            step = policy.act(x, generator)
             action = step.actions
             if self.bounds is not None:  # the unclipped sample keeps its exact log-prob
                 action = action.clamp(*self.bounds)
             obs, reward, term, trunc, info = self.envs.step(action.numpy())
-            obs_rows.append(self.obs)
+            obs_rows.append(x)
             actions.append(step.actions)
             logprobs.append(step.logprobs)
             extras.append(step.extras)
@@ -142,7 +143,7 @@ class EpisodeCollector:
             for i in np.nonzero(trunc & ~term)[0]:
                 final = torch.as_tensor(info["final_obs"][i], dtype=torch.float32)
                 with torch.no_grad():
-                    next_values[t, i] = policy.value(final.unsqueeze(0))[0]
+                    next_values[t, i] = policy.value(policy.normalize(final.unsqueeze(0)))[0]
             self.episode_return += reward
             self.episode_length += 1
             for i in np.nonzero(term | trunc)[0]:
@@ -151,7 +152,7 @@ class EpisodeCollector:
                 self.episode_return[i], self.episode_length[i] = 0.0, 0
             self.obs = next_obs
         with torch.no_grad():
-            after = torch.cat([values[1:], policy.value(self.obs).unsqueeze(0)])
+            after = torch.cat([values[1:], policy.value(policy.normalize(self.obs)).unsqueeze(0)])
         next_values = torch.where(truncated.bool(), next_values, after)
         dones = torch.maximum(terminated, truncated)
         B = T * N
@@ -196,7 +197,8 @@ def evaluate_policy(
     running = np.ones(episodes, dtype=bool)
     space = envs.single_action_space
     while running.any():
-        step = policy.act(torch.as_tensor(obs, dtype=torch.float32), deterministic=deterministic)
+        x = policy.normalize(torch.as_tensor(obs, dtype=torch.float32))
+        step = policy.act(x, deterministic=deterministic)
         action = step.actions
         if isinstance(space, gym.spaces.Box):
             action = action.clamp(torch.as_tensor(space.low), torch.as_tensor(space.high))
