@@ -330,6 +330,7 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
         "gamma": 0.98,  # [zoo]
         "lam": 0.8,  # [zoo]
         "lr": 1e-3,  # [zoo] lin_1e-3
+        "clip_schedule": "linear",  # [zoo] clip_range lin_0.2
         "ent_coef": 0.0,  # [zoo]
         "total_steps": 100_000,  # [zoo] n_timesteps 1e5
     },
