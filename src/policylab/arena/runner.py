@@ -324,15 +324,24 @@ def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[s
                 rows[(algo, seed)] = bar.add_task(
                     spec.run_name(algo, seed), total=total, at="queued", score=""
                 )
-            pending = set(futures)
+            pending, finished = set(futures), 0
             while pending:
                 time.sleep(1.0)
                 for future in [f for f in pending if f.done()]:
                     pending.discard(future)
                     algo, seed = futures[future]
+                    name = spec.run_name(algo, seed)
                     status = "done" if future.result() == 0 else "FAILED"
+                    _, score = _latest(folder / "runs" / name, spec)
                     bar.update(rows[(algo, seed)], at=status)
                     bar.advance(overall)
+                    finished += 1
+                    if progress:  # one line per run, also in a log file
+                        bar.console.print(
+                            f"[{finished}/{len(todo)}] {name} {status}"
+                            + ("" if score is None else f", held-out {score:.3g}")
+                            + ("" if status == "done" else f" (see logs/{name}.log)")
+                        )
                 for future in pending:
                     if future.running():
                         algo, seed = futures[future]
