@@ -45,6 +45,8 @@ def test_number_formats():
     assert fmt_number(999.7) == "1,000"  # not 1e+03
     assert fmt_number(0.5, signed=True) == "+0.5"
     assert fmt_number(float("nan")) == "—"
+    assert fmt_number(3.7e-17, signed=True) == "+0"  # residue of an exactly-zero difference
+    assert fmt_number(2.5e-4) == "2.50e-04"  # small but real
     assert fmt_interval(Interval(2.0, -0.4841, 4.4841, 3)) == "2 [-0.484, 4.48]"
     assert fmt_interval(Interval(5.0, float("nan"), float("nan"), 1)) == "5 [—]"
 

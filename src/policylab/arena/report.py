@@ -38,6 +38,8 @@ def fmt_number(x: float, *, signed: bool = False) -> str:
     between 1e-3 and 1e15."""
     if x is None or math.isnan(x):
         return DASH
+    if abs(x) < 1e-12:  # floating-point residue of a difference that is exactly zero
+        x = 0.0
     sign = "+" if signed else ""
     if abs(float(f"{x:.3g}")) >= 1000:  # 999.7 rounds to 1e+03 at 3 digits
         return f"{x:{sign},.0f}"
