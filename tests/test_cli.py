@@ -34,6 +34,16 @@ def test_describe_grpo_shows_formula_paper_and_sourced_defaults(capsys):
     assert "seq-mean-token-mean" in out
 
 
+def test_describe_dapo_shows_dynamic_sampling_and_its_sourced_defaults(capsys):
+    assert main(["describe", "dapo"]) == 0
+    out = capsys.readouterr().out
+    assert "selection: dynamic_sampling" in out
+    assert "dynamic_sampling.metric" in out and "filter_groups.metric" in out
+    assert "max_gen_rounds" in out
+    assert main(["describe", "dynamic_sampling"]) == 0
+    assert "arXiv:2503.14476" in capsys.readouterr().out
+
+
 def test_describe_a_component(capsys):
     assert main(["describe", "k3_low_var"]) == 0
     assert "verl" in capsys.readouterr().out

@@ -86,3 +86,17 @@ def test_a_bad_value_names_the_field_and_choices():
         policylab.policy_loss("ppo_clip", dual_clip_c=0.5)
     with pytest.raises(ValueError, match="scale"):
         policylab.advantages("grpo", scale="global")
+
+
+def test_dapo_selects_by_dynamic_sampling_and_others_keep_every_row():
+    assert recipes.get("dapo").selection == "dynamic_sampling"
+    assert components("dapo").selection.name == "dynamic_sampling"
+    assert components("dapo").selection.options.metric is None
+    assert components("grpo").selection.name == "all"
+    # one config word puts dynamic sampling under any algorithm, and back to all for dapo
+    assert components("grpo", selection="dynamic_sampling").selection.name == "dynamic_sampling"
+    assert components("dapo", selection="all").selection.name == "all"
+    chosen = components("dapo", selection_overrides={"metric": "exact_answer"}).selection
+    assert chosen.options.metric == "exact_answer"
+    with pytest.raises(ValueError, match="selection 'all'.*unknown option"):
+        components("grpo", selection_overrides={"metric": "acc"})

@@ -19,6 +19,7 @@ from policylab.algebra.aggregate import AGG_MODES
 from policylab.algebra.kl import kl_estimators
 from policylab.algebra.losses import policy_losses
 from policylab.algebra.options import build_options
+from policylab.algebra.selection import Selection, selections
 from policylab.algebra.shaping import reward_shapers
 from policylab.algebra.value import value_losses
 from policylab.registry import Entry, Registry, UnknownNameError
@@ -188,6 +189,21 @@ class RewardShaping:
         return self.fn(self.options, **columns)
 
 
+class SelectionRule:
+    """A selection with its options bound: `Selection = fn(rollouts, advantages=None)`."""
+
+    def __init__(self, name: str, entry: Entry, options: Any) -> None:
+        self.name, self.fn, self.options = name, entry.fn, options
+
+    def __call__(
+        self, rollouts: Rollouts, advantages: torch.Tensor | None = None, state: Any = None
+    ) -> Selection:
+        return self.fn(rollouts, advantages, self.options, state)
+
+    def __repr__(self) -> str:
+        return f"selection({self.name!r}, {self.options})"
+
+
 def policy_loss(name: str, **overrides: Any) -> PolicyLoss:
     """The policy loss `name` (a registered loss or an algorithm) with `overrides` applied.
 
@@ -236,8 +252,10 @@ class Components:
         advantage: AdvantageEstimator,
         loss: PolicyLoss,
         value: ValueLoss | None,
+        selection: SelectionRule,
     ) -> None:
         self.recipe, self.advantage, self.loss, self.value = recipe, advantage, loss, value
+        self.selection = selection
 
 
 def components(
@@ -247,12 +265,16 @@ def components(
     advantage_overrides: dict[str, Any] | None = None,
     loss_overrides: dict[str, Any] | None = None,
     value_overrides: dict[str, Any] | None = None,
+    selection: str | None = None,
+    selection_overrides: dict[str, Any] | None = None,
 ) -> Components:
-    """The advantage estimator, policy loss and (if any) value loss of `algorithm`, with the
-    recipe's defaults and the given overrides. Unlike `advantages(name)`, where a registered
-    estimator of the same name wins (`advantages("rloo")` is the bare estimator, without the
-    recipe's KL-in-reward), this always reads the recipe. A loss that divides by the
-    generation budget (seq-mean-token-sum-norm) gets L_max = max_new_tokens unless set."""
+    """The advantage estimator, policy loss, (if any) value loss and selection of
+    `algorithm`, with the recipe's defaults and the given overrides. Unlike
+    `advantages(name)`, where a registered estimator of the same name wins
+    (`advantages("rloo")` is the bare estimator, without the recipe's KL-in-reward), this
+    always reads the recipe. A loss that divides by the generation budget
+    (seq-mean-token-sum-norm) gets L_max = max_new_tokens unless set. `selection` None is
+    the recipe's (or "all"); the recipe's selection defaults apply only to its own one."""
     recipe = recipe_book.get(algorithm)
     loss_overrides = dict(loss_overrides or {})
     mode = loss_overrides.get(
@@ -288,7 +310,16 @@ def components(
         loss_overrides,
         where,
     )
-    return Components(recipe, advantage, loss, value)
+    chosen = selection or recipe.selection or "all"
+    rule = _bound(
+        SelectionRule,
+        selections,
+        chosen,
+        recipe.component_defaults("selection") if chosen == recipe.selection else {},
+        selection_overrides,
+        f"{where}, selection {chosen!r}",
+    )
+    return Components(recipe, advantage, loss, value, rule)
 
 
 def _bound(
@@ -353,6 +384,10 @@ def list_value_losses() -> list[str]:
 
 def list_reward_shaping() -> list[str]:
     return reward_shapers.names()
+
+
+def list_selections() -> list[str]:
+    return selections.names()
 
 
 def list_agg_modes() -> list[str]:

@@ -22,6 +22,7 @@ from policylab.algebra.aggregate import AGG_MODES
 from policylab.algebra.kl import kl_estimators
 from policylab.algebra.losses import policy_losses
 from policylab.algebra.options import describe_options
+from policylab.algebra.selection import selections
 from policylab.algebra.shaping import reward_shapers
 from policylab.algebra.value import value_losses
 from policylab.registry import Registry
@@ -32,6 +33,7 @@ REGISTRIES: tuple[Registry, ...] = (
     kl_estimators,
     value_losses,
     reward_shapers,
+    selections,
 )
 
 
@@ -77,6 +79,7 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
         ("advantage", advantage_estimators, recipe.advantage),
         ("loss", policy_losses, recipe.loss),
         ("value", value_losses, recipe.value_loss),
+        ("selection", selections, recipe.selection),
     ):
         if component is None:
             continue
@@ -84,6 +87,7 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
             "advantage": recipe.advantage_options,
             "loss": recipe.loss_options,
             "value": recipe.value_options,
+            "selection": recipe.selection_options,
         }[kind]
         for option, default, help_ in describe_options(registry.entry(component).config):
             if option in chosen:

@@ -147,6 +147,32 @@ class TrainConfig(RunSchema):
     loss: dict[str, Any] = Field(
         default_factory=dict, description="policy loss option overrides (e.g. kl_coef)"
     )
+    selection: str | None = Field(
+        None,
+        description="which groups/rows are trained on: all, dynamic_sampling, ... "
+        "(None = the algorithm's: dynamic_sampling for dapo, all otherwise)",
+    )
+    selection_options: dict[str, Any] = Field(
+        default_factory=dict, description="selection option overrides (e.g. metric)"
+    )
+    max_gen_rounds: int = Field(
+        10,
+        ge=0,
+        description="dynamic sampling: most generation rounds per step (0 = unlimited; "
+        "verl max_num_gen_batches)",
+    )
+    on_exhaust: Literal["raise", "train_partial"] = Field(
+        "raise",
+        description="dynamic sampling, when max_gen_rounds rounds kept too few groups: raise "
+        "(verl; a task the model always or never solves is a finding, and an update on a "
+        "few groups is not DAPO's) or train_partial (train on the groups kept; none: no update)",
+    )
+    max_samples: int = Field(
+        0,
+        ge=0,
+        description="end the run once this many samples were generated, kept or not "
+        "(0 = off; equal budgets with dynamic sampling); steps stays the lr schedule's length",
+    )
     eval_every: int = Field(
         25, ge=0, description="held-out evaluation every N steps (0 = start and end only)"
     )
@@ -169,6 +195,17 @@ class TrainConfig(RunSchema):
 
         if value not in recipes.recipes:
             raise ValueError(f"unknown algorithm {value!r}; choices: {', '.join(recipes.names())}")
+        return value
+
+    @field_validator("selection")
+    @classmethod
+    def _known_selection(cls, value: str | None) -> str | None:
+        from policylab.algebra.selection import selections
+
+        if value is not None and value not in selections:
+            raise ValueError(
+                f"unknown selection {value!r}; choices: {', '.join(selections.names())}"
+            )
         return value
 
     @model_validator(mode="after")

@@ -38,7 +38,8 @@ class Recipe:
     loss: str
     advantage_options: dict[str, Setting] = field(default_factory=dict)
     loss_options: dict[str, Setting] = field(default_factory=dict)
-    selection: str | None = None
+    selection: str | None = None  # None: every row ("all")
+    selection_options: dict[str, Setting] = field(default_factory=dict)
     reward_shaping: dict[str, dict[str, Setting]] = field(default_factory=dict)
     value_loss: str | None = None
     value_options: dict[str, Setting] = field(default_factory=dict)
@@ -65,11 +66,13 @@ class Recipe:
         return self.kl != "none (no reference model)"
 
     def component_defaults(self, kind: str) -> dict[str, Any]:
-        """Plain option values for one component kind: "advantage", "loss" or "value"."""
+        """Plain option values for one component kind: "advantage", "loss", "value" or
+        "selection"."""
         table = {
             "advantage": self.advantage_options,
             "loss": self.loss_options,
             "value": self.value_options,
+            "selection": self.selection_options,
         }[kind]
         return {k: s.value for k, s in table.items()}
 
@@ -89,6 +92,7 @@ class Recipe:
             (f"advantage.{self.advantage}", self.advantage_options),
             (f"loss.{self.loss}", self.loss_options),
             (f"value.{self.value_loss}", self.value_options),
+            (f"selection.{self.selection}", self.selection_options),
             ("training", self.training),
         ):
             out.update({f"{prefix}.{k}": s for k, s in table.items()})
@@ -353,6 +357,7 @@ add(
         title="Decoupled Clip and Dynamic sAmpling Policy Optimization",
         paper="Yu et al. 2025, DAPO, arXiv:2503.14476",
         formula=(
+            "keep group g iff 0 < #correct_g < G (std_g acc > 0); refill until N groups (eq. 11)\n"
             "A_i = (R_i − mean_g R) / (std_g R + eps);  R_i += overlong penalty (eq. 13)\n"
             f"{_PPO_CLIP_FORMULA}  with ε_low=0.2, ε_high=0.28\n"
             "loss = token-mean(L) over all tokens of the batch (eq. 12)"
@@ -373,6 +378,13 @@ add(
             ),
             "kl_coef": S(0.0, "[paper §2.3] KL penalty removed"),
         },
+        selection="dynamic_sampling",
+        selection_options={
+            "metric": S(
+                None,
+                "[code verl filter_groups.metric=acc] filter on accuracy, not the shaped score (paper eq. 11); our verifiers' unshaped total reward unless a reward part is named 'acc' [ours]",
+            ),
+        },
         reward_shaping={
             "overlong": {
                 "L_max": S(20480, "[paper §4.1] maximum generation length 20480"),
@@ -388,10 +400,22 @@ add(
             ),
             "lr": S(1e-6, "[paper §4.1] constant lr 1e-6"),
             "warmup_steps": S(20, "[paper §4.1] linear warm-up over 20 rollout steps"),
+            "max_gen_rounds": S(
+                10, "[code verl max_num_gen_batches=10] ≤ 0 unlimited; the paper is silent"
+            ),
+            "gen_prompts_per_round": S(
+                1536,
+                "[code verl gen_prompt_bsz = 3·512] paper silent; policylab draws prompts_per_step prompts per round [ours]",
+            ),
+            "on_exhaust": S("raise", "[code verl] an error when the rounds run out"),
         },
         notes=(
-            "Dynamic sampling (drop groups whose answers all agree, refill) arrives with the "
-            "selection step (issue #7); until then `dapo` trains on every group.",
+            "Dynamic sampling: each step generates rounds of prompts_per_step prompts × G, "
+            "drops groups whose accuracy is all equal, and stops once prompts_per_step groups "
+            "are kept (TrainConfig max_gen_rounds, on_exhaust); every generated sample is "
+            "charged to the run's budget. `selection=dynamic_sampling` adds it to any algorithm.",
+            "The language-model trainer does not apply the overlong reward shaping yet: with "
+            "max_new_tokens far below L_max − L_cache it would be 0 anyway.",
         ),
     )
 )

@@ -159,6 +159,55 @@ class Rollouts:
     def replace(self, **changes: Any) -> Rollouts:
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def concat(cls, batches: list[Rollouts]) -> Rollouts:
+        """The rows of `batches` one after another. Token fields are right-padded with 0
+        to the widest T (masked positions never matter); group ids are kept as given, so
+        a caller merging independent batches offsets them first. Every batch must set the
+        same optional fields, reward parts and extras."""
+        if not batches:
+            raise ValueError("Rollouts.concat needs at least one batch")
+        width = max(b.response_mask.shape[1] for b in batches)
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            values = [getattr(b, f.name) for b in batches]
+            if f.name in ("reward_parts", "extras"):
+                out[f.name] = _concat_columns(f.name, values)
+                continue
+            present = [v is not None for v in values]
+            if not any(present):
+                out[f.name] = None
+            elif not all(present):
+                missing = present.index(False)
+                raise ValueError(f"Rollouts.concat: batch {missing} has no {f.name}, others do")
+            elif f.name in ("response_mask", "response_ids", *_TOKEN_FIELDS):
+                out[f.name] = torch.cat([_pad_right(v, width) for v in values])
+            else:
+                out[f.name] = torch.cat(values)
+        return cls(**out)
+
+
+def _pad_right(x: torch.Tensor, width: int) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
+
+
+def _concat_columns(name: str, columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Concatenate the dict fields (reward_parts, extras): same keys in every batch."""
+    keys = set(columns[0])
+    for i, c in enumerate(columns[1:], start=1):
+        if set(c) != keys:
+            raise ValueError(
+                f"Rollouts.concat: batch {i} has {name} {sorted(c)}, batch 0 has {sorted(keys)}"
+            )
+    out: dict[str, Any] = {}
+    for key in columns[0]:
+        parts = [c[key] for c in columns]
+        if isinstance(parts[0], torch.Tensor):
+            out[key] = torch.cat(parts)
+        else:
+            out[key] = [row for part in parts for row in part]
+    return out
+
 
 def _is_binary(x: torch.Tensor) -> bool:
     if x.dtype == torch.bool:

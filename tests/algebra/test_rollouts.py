@@ -53,3 +53,53 @@ def test_group_ids_must_be_integer():
             response_mask=torch.ones(2, 2),
             group_ids=torch.tensor([0.0, 1.5]),
         )
+
+
+# ---- concat (generation rounds of dynamic sampling) ------------------------------------
+
+
+def _round(rewards, mask, group_ids, name):
+    rows = len(rewards)
+    return Rollouts(
+        rewards=torch.tensor(rewards),
+        response_mask=torch.tensor(mask, dtype=torch.float32),
+        group_ids=torch.tensor(group_ids),
+        response_ids=torch.arange(1, rows * len(mask[0]) + 1).reshape(rows, -1),
+        logprobs=-torch.ones(rows, len(mask[0])),
+        truncated=torch.tensor([False] * rows),
+        reward_parts={"acc": torch.tensor(rewards)},
+        extras={"prompt_ids": [[name]] * rows},
+    )
+
+
+def test_concat_stacks_rows_and_pads_tokens_to_the_widest_batch():
+    a = _round([1.0, 0.0], [[1, 1], [1, 0]], [0, 0], "a")  # T = 2
+    b = _round([0.5], [[1, 1, 1]], [5], "b")  # T = 3
+    both = Rollouts.concat([a, b])
+    assert both.response_mask.tolist() == [[1, 1, 0], [1, 0, 0], [1, 1, 1]]
+    # a's ids 1..4 padded with 0 in the new column; b's ids 1..3 unchanged
+    assert both.response_ids.tolist() == [[1, 2, 0], [3, 4, 0], [1, 2, 3]]
+    assert both.logprobs.tolist() == [[-1, -1, 0], [-1, -1, 0], [-1, -1, -1]]
+    assert both.rewards.tolist() == [1.0, 0.0, 0.5]
+    assert both.group_ids.tolist() == [0, 0, 5]  # kept as given
+    assert both.reward_parts["acc"].tolist() == [1.0, 0.0, 0.5]
+    assert both.extras["prompt_ids"] == [["a"], ["a"], ["b"]]
+    assert both.truncated.tolist() == [False] * 3
+    assert both.ref_logprobs is None
+
+
+def test_concat_of_one_batch_is_that_batch():
+    a = _round([1.0, 0.0], [[1, 1], [1, 0]], [0, 0], "a")
+    same = Rollouts.concat([a])
+    for name in ("rewards", "response_mask", "group_ids", "response_ids", "logprobs"):
+        assert torch.equal(getattr(same, name), getattr(a, name))
+
+
+def test_concat_rejects_batches_that_set_different_fields():
+    a = _round([1.0], [[1]], [0], "a")
+    with pytest.raises(ValueError, match="batch 1 has no logprobs"):
+        Rollouts.concat([a, a.replace(logprobs=None)])
+    with pytest.raises(ValueError, match="reward_parts"):
+        Rollouts.concat([a, a.replace(reward_parts={})])
+    with pytest.raises(ValueError, match="at least one"):
+        Rollouts.concat([])

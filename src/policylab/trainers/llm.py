@@ -1,10 +1,13 @@
 """The language-model trainer: one loop, read top to bottom.
 
-Per step: draw prompts → G samples each → rewards → advantages (the recipe's estimator)
-→ selection → μ epochs over minibatches of whole groups, each minibatch accumulated over
-micro-batches with the minibatch's global normaliser → clip grad norm → AdamW step →
-metrics. A reference model is loaded only when a KL term needs one. Held-out evaluation
-before training, every `eval_every` steps and at the end.
+Per step: rounds of (draw prompts → G samples each → rewards → selection) until
+prompts_per_step groups are kept (one round unless the selection drops groups, as DAPO's
+dynamic sampling does) → advantages on the kept groups (the recipe's estimator) → μ epochs
+over minibatches of whole groups, each minibatch accumulated over micro-batches with the
+minibatch's global normaliser → clip grad norm → AdamW step → metrics. A reference model
+is loaded only when a KL term needs one. Held-out evaluation before training, every
+`eval_every` steps and at the end; the run ends after `steps` steps, or earlier once
+`max_samples` samples were generated.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import torch
 from policylab import rewards, tasks
 from policylab.algebra.advantages import group_stats
 from policylab.algebra.aggregate import global_normaliser
-from policylab.algebra.selection import selections
 from policylab.api import components
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
@@ -27,6 +29,7 @@ from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
 from policylab.samplers import UniformSampler
 from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
+from policylab.workflows.rounds import collect_groups
 from policylab.workflows.single_turn import rollout
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         max_new_tokens=cfg.max_new_tokens,
         advantage_overrides=cfg.advantage,
         loss_overrides=cfg.loss,
+        selection=cfg.selection,
+        selection_overrides=cfg.selection_options,
     )
     if parts.value is not None:
         raise ConfigError(
@@ -74,6 +79,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     resolved = {
         "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
+        "selection": {"name": parts.selection.name, **asdict(parts.selection.options)},
     }
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
@@ -98,7 +104,6 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     updates = cfg.steps * cfg.epochs * cfg.minibatches
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
-    select = selections.get("all")
 
     # what the run has spent: every generated sample and token counts, kept or not (the
     # arena's budget); wall-clock carried over a resume
@@ -131,6 +136,24 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         evals.append({"step": step, **scores})
         return scores
 
+    def generate_round():
+        """One round: prompts_per_step prompts → G completions each → rewards."""
+        indices = sampler.sample(cfg.prompts_per_step)
+        batch, info = rollout(
+            [pool[i] for i in indices],
+            engine,
+            tokenizer,
+            sampling,
+            cfg.samples_per_prompt,
+            reward_fn,
+            generator=generator,
+            mask_truncated=cfg.mask_truncated,
+        )
+        return indices, batch, info
+
+    def out_of_samples() -> bool:
+        return bool(cfg.max_samples) and spent["samples"] >= cfg.max_samples
+
     started = time.perf_counter()
     if start_step == 0:
         held_out(0)
@@ -150,25 +173,24 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             tps="-",
             split="-",
         )
-        for step in range(start_step + 1, cfg.steps + 1):
-            # 1. rollouts: prompts → G completions → rewards
+        step = start_step
+        while step < cfg.steps and not out_of_samples():
+            step += 1
+            # 1. rollouts: rounds of prompts → G completions → rewards → selection, until
+            # prompts_per_step groups are kept
             t0 = time.perf_counter()
-            indices = sampler.sample(cfg.prompts_per_step)
-            examples = [pool[i] for i in indices]
-            batch, info = rollout(
-                examples,
-                engine,
-                tokenizer,
-                sampling,
-                cfg.samples_per_prompt,
-                reward_fn,
-                generator=generator,
-                mask_truncated=cfg.mask_truncated,
+            collected = collect_groups(
+                generate_round,
+                parts.selection,
+                cfg.prompts_per_step,
+                max_rounds=cfg.max_gen_rounds,
+                on_exhaust=cfg.on_exhaust,
             )
+            batch, info = collected.batch, collected.info
             t1 = time.perf_counter()
-            spent["samples"] += len(examples) * cfg.samples_per_prompt
+            spent["samples"] += collected.samples
             spent["tokens"] += info.generated_tokens
-            if reference is not None:
+            if reference is not None and len(batch) > 0:
                 with torch.no_grad():
                     ref, _ = sequence_logprobs(
                         reference,
@@ -179,31 +201,31 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                         temperature=cfg.temperature,
                     )
                 batch = batch.replace(ref_logprobs=ref)
-            # 2. advantages and selection (the reference forward is timed with them)
-            advantages = parts.advantage(batch)
-            chosen = select(batch, advantages, None, None)
-            keep = chosen.row_keep.nonzero(as_tuple=True)[0]
-            batch = batch.select(keep).replace(
-                response_mask=batch.response_mask[keep] * (chosen.token_weight[keep] > 0)
-            )
-            advantages = advantages[keep]
+            # 2. advantages on the kept groups (the reference forward is timed with them);
+            # a step that kept no group (on_exhaust=train_partial) makes no update
+            kept = len(batch) > 0
+            advantages = parts.advantage(batch) if kept else batch.response_mask.float()
             t2 = time.perf_counter()
             # 3. learn: μ epochs × minibatches of whole groups × micro-batches
-            learn = _learn(
-                model,
-                optimiser,
-                scheduler,
-                parts.loss,
-                batch,
-                advantages,
-                cfg,
-                tokenizer.pad_token_id,
-                generator,
-            )
+            learn = {}
+            if kept:
+                learn = _learn(
+                    model,
+                    optimiser,
+                    scheduler,
+                    parts.loss,
+                    batch,
+                    advantages,
+                    cfg,
+                    tokenizer.pad_token_id,
+                    generator,
+                )
             t3 = time.perf_counter()
-            sampler.update(indices, batch.rewards)
+            sampler.update(collected.indices, collected.outcomes)
             # 4. metrics, samples, evaluation, checkpoint
             metrics = _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3)
+            if parts.selection.name != "all":
+                metrics.update(collected.metrics)
             metrics.update({"budget/samples": spent["samples"], "budget/tokens": spent["tokens"]})
             run.log(step, metrics)
             run.log_samples(
@@ -212,14 +234,15 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                     {
                         "prompt": info.prompts[i],
                         "completion": info.completions[i],
-                        "reward": float(batch.rewards[i]) if i < len(batch.rewards) else None,
+                        "reward": float(collected.outcomes[i]),
                     }
                     for i in range(min(cfg.samples_per_log, len(info.completions)))
                 ],
             )
-            if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
+            last = step == cfg.steps or out_of_samples()
+            if last or (cfg.eval_every and step % cfg.eval_every == 0):
                 held_out(step)
-            if step == cfg.steps or (cfg.save_every and step % cfg.save_every == 0):
+            if last or (cfg.save_every and step % cfg.save_every == 0):
                 run.save_checkpoint(
                     step,
                     {
@@ -248,9 +271,10 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     seconds = elapsed + time.perf_counter() - started
     before, after = evals[0], evals[-1]
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
-    run.write_summary(summary_table(cfg, before, after, run.metrics("train"), seconds))
+    rows = run.metrics("train")
+    run.write_summary(summary_table(cfg, before, after, rows, seconds, step, spent["samples"]))
     run.close()
-    return TrainResult(str(run.dir), before, after, cfg.steps, seconds)
+    return TrainResult(str(run.dir), before, after, step, seconds)
 
 
 def _learn(
@@ -346,7 +370,13 @@ def _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3) -> 
 
 
 def summary_table(
-    cfg: TrainConfig, before: dict, after: dict, rows: list[dict], seconds: float
+    cfg: TrainConfig,
+    before: dict,
+    after: dict,
+    rows: list[dict],
+    seconds: float,
+    steps: int,
+    samples: int,
 ) -> str:
     """summary.md: the held-out scores before and after, and the run's throughput."""
     tokens = sum(r.get("perf/tokens_per_s", 0) * r.get("perf/step_s", 0) for r in rows)
@@ -366,9 +396,9 @@ def summary_table(
         )
     lines += [
         "",
-        f"{cfg.steps} steps of {cfg.prompts_per_step} prompts × "
-        f"{cfg.samples_per_prompt} samples in {seconds:.0f} s "
-        f"({seconds / max(cfg.steps, 1):.2f} s/step, "
+        f"{steps} steps of {cfg.prompts_per_step} prompts × "
+        f"{cfg.samples_per_prompt} samples ({samples} samples generated) in {seconds:.0f} s "
+        f"({seconds / max(steps, 1):.2f} s/step, "
         f"{tokens / max(seconds, 1e-9):.0f} generated tokens/s overall).",
         "",
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,21 @@ class RolloutInfo:
     generated_tokens: int
     generate_s: float  # wall time in the engine
     score_s: float  # wall time in the reward functions
+
+    @classmethod
+    def concat(cls, infos: list[RolloutInfo]) -> RolloutInfo:
+        """One info for several rollouts (generation rounds): rows in order, sums."""
+        failures: Counter[str] = Counter()
+        for info in infos:
+            failures.update(info.failures)
+        return cls(
+            [c for info in infos for c in info.completions],
+            [p for info in infos for p in info.prompts],
+            dict(failures),
+            sum(info.generated_tokens for info in infos),
+            sum(info.generate_s for info in infos),
+            sum(info.score_s for info in infos),
+        )
 
 
 def rollout(
