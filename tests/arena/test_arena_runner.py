@@ -118,6 +118,8 @@ def test_tiny_language_model_arena(tmp_path):
     assert "generated samples" in md and "generated tokens" in md
     spec = json.loads((tmp_path / "a" / "arena.json").read_text())
     assert spec["budget_field"] == "steps" and spec["budget_value"] == 2
+    # a run that redraws groups (dynamic sampling) is stopped at the same sample budget
+    assert "max_samples=8" in (tmp_path / "a" / "logs" / "grpo-s0.log").read_text()
 
 
 def test_bad_settings_fail_before_any_work(tmp_path):

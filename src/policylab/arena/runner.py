@@ -23,7 +23,8 @@ models: the same number of generated samples — `budget` / (prompts_per_step ×
 samples_per_prompt) training steps for every algorithm, with the same prompts per step,
 samples per prompt and max_new_tokens (an algorithm that discards or redraws samples is
 charged for every sample it generated: the trainer counts them in `budget/samples`,
-which is the curves' x axis). Generated tokens and wall-clock are reported beside.
+which is the curves' x axis, and stops at `max_samples` = the budget, so such a run trains
+fewer steps). Generated tokens and wall-clock are reported beside.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def make_spec(
         raise ValueError(f"baseline {baseline!r} is not among the algorithms {algos}")
     overrides = dict(overrides or {})
     reserved = {"algo", "seed", "run_dir", "task", "progress", "steps", "total_steps"}
+    reserved.add("max_samples")
     clash = sorted(reserved & overrides.keys())
     if clash:
         raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
@@ -257,6 +259,8 @@ def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str
     checkpoint when it has one."""
     run_dir = folder / "runs" / spec.run_name(algo, seed)
     fields = {**spec.overrides, spec.budget_field: spec.budget_value, "progress": "false"}
+    if spec.kind == "llm":  # a run that redraws groups stops at the same sample budget
+        fields["max_samples"] = spec.budget
     cmd = [sys.executable, "-m", "policylab.cli", "train"]
     if latest_checkpoint(run_dir) is not None:
         cmd += ["--resume", str(run_dir)]
