@@ -15,8 +15,7 @@ from policylab.config import ControlConfig, load, load_control
 from policylab.policies import IQNCritic, PGRainbowPolicy, cosine_features
 from policylab.trainers.control import train
 from policylab.trainers.run import read_metrics
-
-WALL_CLOCK = ("perf/", "time/")  # columns that never repeat between runs
+from run_testing import WALL_CLOCK, assert_same_metrics
 
 TAUS = torch.tensor([[0.25, 0.75]])
 PRED = torch.tensor([[0.0, 1.0]])
@@ -135,16 +134,7 @@ def test_short_cartpole_run_trains_the_iqn_and_resumes(tmp_path):
     )
     train(first)
     train(first.model_copy(update={"total_steps": 4 * 128}), resume=True)
-    a, b = (
-        read_metrics(straight.run_dir, drop=WALL_CLOCK),
-        read_metrics(first.run_dir, drop=WALL_CLOCK),
-    )
-    assert [(r["step"], r["kind"]) for r in a] == [(r["step"], r["kind"]) for r in b]
-    for ra, rb in zip(a, b, strict=True):
-        assert ra.keys() == rb.keys()
-        for key, value in ra.items():
-            expected = value if isinstance(value, str) else pytest.approx(value, rel=1e-5, abs=1e-6)
-            assert rb[key] == expected, (ra["step"], key)
+    assert_same_metrics(straight.run_dir, first.run_dir)
 
 
 def test_pg_rainbow_needs_discrete_actions(tmp_path):

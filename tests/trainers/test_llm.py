@@ -14,6 +14,7 @@ from policylab.models import load_model
 from policylab.trainers import run as run_module
 from policylab.trainers.llm import train
 from policylab.trainers.run import read_metrics
+from run_testing import assert_same_metrics
 
 FAST = dict(
     task="arithmetic",
@@ -73,17 +74,7 @@ def test_resume_3_plus_3_equals_6(small_model_dir, tmp_path):
     first = config(small_model_dir, tmp_path / "b", steps=3, eval_every=3, **varied)
     train(first)
     train(first.model_copy(update={"steps": 6}), resume=True)
-    # wall-clock columns (perf/, time/elapsed_s) never repeat between runs
-    a, b = (
-        read_metrics(straight.run_dir, drop=("perf/", "time/")),
-        read_metrics(first.run_dir, drop=("perf/", "time/")),
-    )
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    for ra, rb in zip(a, b, strict=True):
-        assert ra.keys() == rb.keys()
-        for key, value in ra.items():
-            expected = value if isinstance(value, str) else pytest.approx(value, rel=1e-5, abs=1e-6)
-            assert rb[key] == expected, (ra["step"], key)
+    assert_same_metrics(straight.run_dir, first.run_dir)
 
 
 def test_a_kill_during_a_checkpoint_leaves_the_previous_one(small_model_dir, tmp_path, monkeypatch):

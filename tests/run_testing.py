@@ -1,0 +1,21 @@
+"""Shared test helper for run folders: two runs logged the same metrics."""
+
+import pytest
+
+from policylab.trainers.run import read_metrics
+
+WALL_CLOCK = ("perf/", "time/")  # columns that never repeat between runs
+
+
+def assert_same_metrics(run_a, run_b) -> list[dict]:
+    """The metrics.jsonl rows of two run folders agree row for row and key for key (to
+    float tolerance), wall-clock columns aside; returns run_a's rows."""
+    a = read_metrics(run_a, drop=WALL_CLOCK)
+    b = read_metrics(run_b, drop=WALL_CLOCK)
+    assert [(r["step"], r.get("kind")) for r in a] == [(r["step"], r.get("kind")) for r in b]
+    for ra, rb in zip(a, b, strict=True):
+        assert ra.keys() == rb.keys()
+        for key, value in ra.items():
+            expected = value if isinstance(value, str) else pytest.approx(value, rel=1e-5, abs=1e-6)
+            assert rb[key] == expected, (ra["step"], key)
+    return a
