@@ -386,7 +386,12 @@ def main(argv: list[str] | None = None) -> int:
         "resumed). key=value fields apply to every run (policylab train --help lists them).",
     )
     ar.add_argument("--task", required=True, help="embedded task, data file or gymnasium id")
-    ar.add_argument("--algos", required=True, help="comma-separated algorithms")
+    ar.add_argument(
+        "--algos",
+        required=True,
+        help="comma-separated algorithms; name@key=value[@key=value] is a variant with its "
+        "own fields (e.g. ppo,ppo@clip_schedule=linear)",
+    )
     ar.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 for every algorithm")
     ar.add_argument(
         "--budget",

@@ -135,3 +135,17 @@ def test_bad_settings_fail_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="different budget"):
         arena("CartPole-v1", "ppo", 2, budget=512, overrides=CONTROL, out_dir=tmp_path / "a")
     assert not (tmp_path / "b").exists()
+
+
+def test_variants_of_one_algorithm_compete_under_their_labels(tmp_path):
+    variant = "ppo@clip_schedule=linear@ent_coef=0.01"
+    result = control_arena(tmp_path / "a", algos=f"ppo,{variant}")
+    assert [r.algo for r in result.summaries] == ["ppo", variant]
+    log = (tmp_path / "a" / "logs" / f"{variant}-s0.log").read_text()
+    assert "--algo ppo " in log and "clip_schedule=linear" in log and "ent_coef=0.01" in log
+    clips = [row["clip"] for row in read_metrics(result.records[2].run_dir, kind="train")]
+    assert clips == pytest.approx([0.2, 0.1])  # annealed over the 2 iterations
+    with pytest.raises(ValueError, match="expected name@key=value"):
+        make_spec("CartPole-v1", "ppo@linear")
+    with pytest.raises(ValueError, match="--budget"):
+        make_spec("CartPole-v1", "ppo@total_steps=5")

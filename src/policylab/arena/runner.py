@@ -107,7 +107,8 @@ def make_spec(
         raise ValueError("an arena needs at least one algorithm (--algos a,b,...)")
     if len(set(algos)) != len(algos):
         raise ValueError(f"an algorithm appears twice in {algos}")
-    for algo in algos:
+    for entry in algos:
+        algo, _ = parse_entry(entry)
         if algo not in recipes.recipes:
             raise ValueError(f"unknown algorithm {algo!r}; choices: {', '.join(recipes.names())}")
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
@@ -119,22 +120,24 @@ def make_spec(
     overrides = dict(overrides or {})
     reserved = {"algo", "seed", "run_dir", "task", "progress", "steps", "total_steps"}
     reserved.add("max_samples")
-    clash = sorted(reserved & overrides.keys())
+    clash = sorted(reserved & {k for a in algos for k in [*overrides, *parse_entry(a)[1]]})
     if clash:
         raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
     spec = ArenaSpec(task, algos, seeds, 0, overrides, baseline, threshold, confidence)
     if is_gym_task(task):
         spec.kind, spec.budget_unit, spec.budget_field = "control", "env steps", "total_steps"
-        for algo in algos:  # every config must be valid before anything runs
-            cfg = load_control(None, {**overrides, "task": task, "algo": algo})
+        for entry in algos:  # every config must be valid before anything runs
+            algo, variant = parse_entry(entry)
+            cfg = load_control(None, {**overrides, **variant, "task": task, "algo": algo})
         spec.budget = budget or cfg.total_steps
         spec.budget_value = spec.budget
         return spec
     from policylab.config import TrainConfig
 
     spec.kind, spec.budget_unit, spec.budget_field = "llm", "generated samples", "steps"
-    for algo in algos:
-        cfg = load(TrainConfig, None, {**overrides, "task": task, "algo": algo})
+    for entry in algos:
+        algo, variant = parse_entry(entry)
+        cfg = load(TrainConfig, None, {**overrides, **variant, "task": task, "algo": algo})
     per_step = cfg.prompts_per_step * cfg.samples_per_prompt
     spec.budget = budget or cfg.steps * per_step
     if spec.budget % per_step:
@@ -253,19 +256,34 @@ def _text(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
+def parse_entry(entry: str) -> tuple[str, dict[str, Any]]:
+    """An --algos entry: a named algorithm, or a variant of one with its own fields,
+    `name@key=value@key=value` (e.g. `ppo@clip_schedule=linear`), compared like any other
+    algorithm under its full label."""
+    from policylab.config import parse_overrides
+
+    name, *fields = entry.split("@")
+    bad = [f for f in fields if "=" not in f]
+    if bad:
+        raise ValueError(f"{entry!r}: expected name@key=value, got {', '.join(bad)!r}")
+    return name, parse_overrides(fields)
+
+
 # ---- running ----------------------------------------------------------------------------
 def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str]:
-    """`python -m policylab.cli train ...` for one run: fresh, or resumed from its
-    checkpoint when it has one."""
+    """`python -m policylab.cli train ...` for one run (`algo` is an --algos entry, with
+    its variant fields if any): fresh, or resumed from its checkpoint when it has one."""
     run_dir = folder / "runs" / spec.run_name(algo, seed)
-    fields = {**spec.overrides, spec.budget_field: spec.budget_value, "progress": "false"}
+    name, variant = parse_entry(algo)
+    fields = {**spec.overrides, **variant, spec.budget_field: spec.budget_value}
+    fields["progress"] = "false"
     if spec.kind == "llm":  # a run that redraws groups stops at the same sample budget
         fields["max_samples"] = spec.budget
     cmd = [sys.executable, "-m", "policylab.cli", "train"]
     if latest_checkpoint(run_dir) is not None:
         cmd += ["--resume", str(run_dir)]
     else:
-        cmd += ["--task", spec.task, "--algo", algo]
+        cmd += ["--task", spec.task, "--algo", name]
         fields.update(seed=seed, run_dir=str(run_dir))
     return cmd + [f"{k}={_text(v)}" for k, v in fields.items()]
 
