@@ -6,6 +6,19 @@ from policylab.trainers.run import read_metrics
 
 WALL_CLOCK = ("perf/", "time/")  # columns that never repeat between runs
 
+# a language-model run small enough for a test: 4 prompts × 4 samples, no evaluation
+FAST_LLM = dict(
+    task="arithmetic",
+    prompts_per_step=4,
+    samples_per_prompt=4,
+    max_new_tokens=8,
+    eval_n=8,
+    eval_every=0,
+    save_every=0,
+    progress=False,
+    lr=1e-3,
+)
+
 
 def assert_same_metrics(run_a, run_b) -> list[dict]:
     """The metrics.jsonl rows of two run folders agree row for row and key for key (to

@@ -14,19 +14,9 @@ from policylab.models import load_model
 from policylab.trainers import run as run_module
 from policylab.trainers.llm import train
 from policylab.trainers.run import read_metrics
-from run_testing import assert_same_metrics
+from run_testing import FAST_LLM, assert_same_metrics
 
-FAST = dict(
-    task="arithmetic",
-    prompts_per_step=4,
-    samples_per_prompt=4,
-    max_new_tokens=8,
-    eval_n=8,
-    eval_every=0,
-    save_every=0,
-    progress=False,
-    lr=1e-3,
-)
+FAST = FAST_LLM
 
 
 def config(small_model_dir, tmp_path, **fields):

@@ -10,20 +10,10 @@ from policylab.models import load_model
 from policylab.trainers.llm import train
 from policylab.trainers.run import read_metrics
 from policylab.workflows.rounds import RoundsExhausted
-from run_testing import assert_same_metrics
+from run_testing import FAST_LLM, assert_same_metrics
 
 N, G = 4, 4  # prompts per step, samples per prompt
-FAST = dict(
-    task="arithmetic",
-    prompts_per_step=N,
-    samples_per_prompt=G,
-    max_new_tokens=8,
-    eval_n=8,
-    eval_every=0,
-    save_every=0,
-    progress=False,
-    lr=1e-3,
-)
+FAST = dict(FAST_LLM, prompts_per_step=N, samples_per_prompt=G)
 
 # Prompts with an even character sum: every sample right (an all-correct group, dropped).
 # The others: samples alternate 0, 1 by row, so each of their groups (G even) is mixed.
