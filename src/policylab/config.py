@@ -167,6 +167,11 @@ class TrainConfig(RunSchema):
         "(verl; a task the model always or never solves is a finding, and an update on a "
         "few groups is not DAPO's) or train_partial (train on the groups kept; none: no update)",
     )
+    sampler: Literal["uniform", "vade"] = Field(
+        "uniform",
+        description="prompt sampler: uniform epochs, or vade (Beta posteriors, Thompson "
+        "draws scored by p(1 − p); papers §8)",
+    )
     max_samples: int = Field(
         0,
         ge=0,

@@ -178,3 +178,14 @@ def test_an_unknown_selection_option_fails_before_a_run_folder_exists(small_mode
     with pytest.raises(ValueError, match="valid options: metric"):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def test_vade_sampler_trains_and_resumes(small_model_dir, tmp_path):
+    straight = config(small_model_dir, tmp_path / "a", sampler="vade", steps=4, eval_every=2)
+    train(straight)
+    first = config(small_model_dir, tmp_path / "b", sampler="vade", steps=2, eval_every=2)
+    train(first)
+    train(first.model_copy(update={"steps": 4}), resume=True)
+    assert_same_metrics(straight.run_dir, first.run_dir)
+    with pytest.raises(ConfigError, match="sampler"):
+        config(small_model_dir, tmp_path / "c", sampler="best")

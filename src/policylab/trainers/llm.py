@@ -27,7 +27,7 @@ from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
-from policylab.samplers import UniformSampler
+from policylab.samplers import make_sampler
 from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
 from policylab.workflows.rounds import collect_groups
 from policylab.workflows.single_turn import rollout
@@ -99,7 +99,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
         seed=cfg.seed,
     )
-    sampler = UniformSampler(len(pool), seed=cfg.seed)
+    sampler = make_sampler(cfg.sampler, len(pool), seed=cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     updates = cfg.steps * cfg.epochs * cfg.minibatches
