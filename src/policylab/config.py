@@ -102,6 +102,15 @@ def describe_fields(schema: type[BaseModel]) -> str:
     return "\n".join(rows)
 
 
+def known_algorithm(value: str) -> str:
+    """`value` if it names a recipe; otherwise an error listing the recipes."""
+    from policylab import recipes
+
+    if value not in recipes.recipes:
+        raise ValueError(f"unknown algorithm {value!r}; choices: {', '.join(recipes.names())}")
+    return value
+
+
 class TrainConfig(RunSchema):
     """Every field of `policylab train` (language models). Sizes are per optimiser step:
     prompts_per_step prompts × samples_per_prompt samples = one batch of rows."""
@@ -196,11 +205,7 @@ class TrainConfig(RunSchema):
     @field_validator("algo")
     @classmethod
     def _known_algo(cls, value: str) -> str:
-        from policylab import recipes
-
-        if value not in recipes.recipes:
-            raise ValueError(f"unknown algorithm {value!r}; choices: {', '.join(recipes.names())}")
-        return value
+        return known_algorithm(value)
 
     @field_validator("selection")
     @classmethod
@@ -330,9 +335,7 @@ class ControlConfig(RunSchema):
     def _algo_with_critic(cls, value: str) -> str:
         from policylab import recipes
 
-        if value not in recipes.recipes:
-            raise ValueError(f"unknown algorithm {value!r}; choices: {', '.join(recipes.names())}")
-        recipe = recipes.get(value)
+        recipe = recipes.get(known_algorithm(value))
         if recipe.value_loss is None or recipe.advantage != "gae":
             with_critic = [
                 n

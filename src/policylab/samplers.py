@@ -11,6 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
+
 
 class UniformSampler:
     """Epochs over a pool of `size` prompts, each epoch in a fresh seeded order."""
@@ -79,8 +81,6 @@ class VADESampler:
         rho_short: float = 0.5,
         thompson: bool = True,
     ) -> None:
-        import numpy as np
-
         if size < 1:
             raise ValueError("the prompt pool is empty")
         if not (alpha0 > 0 and beta0 > 0 and 0 <= rho_long <= 1 and 0 <= rho_short <= 1):
@@ -106,8 +106,6 @@ class VADESampler:
 
     def sample(self, n: int) -> list[int]:
         """The n best-scoring prompts (ties by index); more than the pool wraps around."""
-        import numpy as np
-
         if self.step > 0:  # the policy has moved since the last draw
             self._decay(slice(None), self.rho_long)
         self.step += 1
@@ -117,8 +115,6 @@ class VADESampler:
     def update(self, indices: list[int], outcomes: Any) -> None:
         """Evidence from the groups of `indices` (prompt-major rows of `outcomes`, G per
         prompt; rewards clipped to [0, 1], unscored NaN rows left out)."""
-        import numpy as np
-
         if not indices:
             return
         r = np.asarray(outcomes, dtype=np.float64).reshape(len(indices), -1)

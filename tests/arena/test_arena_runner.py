@@ -134,7 +134,8 @@ def test_bad_settings_fail_before_any_work(tmp_path):
     control_arena(tmp_path / "a", algos="ppo")
     with pytest.raises(ValueError, match="different budget"):
         arena("CartPole-v1", "ppo", 2, budget=512, overrides=CONTROL, out_dir=tmp_path / "a")
-    assert not (tmp_path / "b").exists()
+    # the refused arena left the saved settings as they were
+    assert json.loads((tmp_path / "a" / "arena.json").read_text())["budget"] == BUDGET
 
 
 def test_variants_of_one_algorithm_compete_under_their_labels(tmp_path):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -69,7 +70,7 @@ class ArenaSpec:
     def run_name(self, algo: str, seed: int) -> str:
         return f"{algo}-s{seed}"
 
-    def compatible(self, other: ArenaSpec) -> list[str]:
+    def differences(self, other: ArenaSpec) -> list[str]:
         """The settings that differ from `other` in ways that make their runs incomparable."""
         keys = ("task", "budget", "overrides", "kind")
         return [k for k in keys if getattr(self, k) != getattr(other, k)]
@@ -98,8 +99,7 @@ def make_spec(
 ) -> ArenaSpec:
     """Check the settings and turn the budget into the trainer's field; errors before any
     work (unknown algorithm, a budget that does not divide into whole steps, ...)."""
-    from policylab import recipes
-    from policylab.config import is_gym_task, load, load_control
+    from policylab.config import is_gym_task, known_algorithm, load, load_control
 
     algos = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
     algos = [a for a in algos if a]
@@ -108,9 +108,7 @@ def make_spec(
     if len(set(algos)) != len(algos):
         raise ValueError(f"an algorithm appears twice in {algos}")
     for entry in algos:
-        algo, _ = parse_entry(entry)
-        if algo not in recipes.recipes:
-            raise ValueError(f"unknown algorithm {algo!r}; choices: {', '.join(recipes.names())}")
+        known_algorithm(parse_entry(entry)[0])
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seeds:
         raise ValueError("an arena needs at least one seed")
@@ -216,7 +214,7 @@ def _save_spec(folder: Path, spec: ArenaSpec) -> None:
     path = folder / SETTINGS
     if path.exists():
         saved = load_spec(folder)
-        differ = spec.compatible(saved)
+        differ = spec.differences(saved)
         if differ:
             raise ValueError(
                 f"{folder} holds an arena with different {', '.join(differ)}; its runs would "
@@ -293,7 +291,7 @@ def _run_one(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) 
     run_dir = folder / "runs" / name
     cmd = run_command(folder, spec, algo, seed)
     if latest_checkpoint(run_dir) is None and run_dir.exists():
-        _clear(run_dir)  # started but never checkpointed: start again from nothing
+        shutil.rmtree(run_dir)  # started but never checkpointed: start again from nothing
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     log_path = folder / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -310,12 +308,6 @@ def _run_one(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) 
     else:
         failed.write_text(f"{code}\n")
     return code
-
-
-def _clear(run_dir: Path) -> None:
-    import shutil
-
-    shutil.rmtree(run_dir)
 
 
 def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[str]:

@@ -312,6 +312,7 @@ def _learn(
     rollouts = batch.rollouts
     old_logp, old_values = rollouts.logprobs[:, 0], rollouts.values[:, 0]
     B = len(rollouts)
+    params = [p for group in optimiser.param_groups for p in group["params"]]
     history: list[tuple[float, dict[str, float]]] = []
     stopped = False
     for _ in range(cfg.epochs):
@@ -337,7 +338,6 @@ def _learn(
             loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy.mean()
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
-            params = [p for group in optimiser.param_groups for p in group["params"]]
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or math.inf)
             optimiser.step()
             with torch.no_grad():
