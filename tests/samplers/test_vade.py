@@ -63,3 +63,27 @@ def test_bad_settings():
     with pytest.raises(ValueError, match="ρ"):
         VADESampler(3, rho_long=1.5)
     assert math.isclose(VADESampler(1, thompson=False).scores()[0], 0.25)
+
+
+def test_metrics():
+    vade = VADESampler(4, thompson=False)
+    assert "vade/last_batch_score_mean" not in vade.metrics()  # no batch drawn yet
+    vade.update([0], [1.0, 1.0, 1.0, 1.0])  # prompt 0: Beta(5, 1), mean 5/6
+    vade.sample(2)  # the first draw does not decay; top two are prompts 1, 2 (score 1/4)
+    m = vade.metrics()
+    # posterior means [5/6, 1/2, 1/2, 1/2]: mean 7/12, deviations 1/4 and three −1/12,
+    # variance (1/16 + 3/144) / 4 = 1/48
+    assert m["vade/posterior_mean_mean"] == pytest.approx(7 / 12)
+    assert m["vade/posterior_mean_std"] == pytest.approx(math.sqrt(1 / 48))
+    assert m["vade/seen_frac"] == 0.25
+    assert m["vade/last_batch_score_mean"] == pytest.approx(0.25)
+
+
+def test_checkpoint_without_seen_loads():
+    vade = VADESampler(3)
+    vade.update([1], [1.0, 0.0])
+    state = vade.state_dict()
+    del state["seen"]  # a checkpoint written before VADE tracked it
+    fresh = VADESampler(3)
+    fresh.load_state_dict(state)
+    assert fresh.seen.tolist() == [False, True, False]
