@@ -19,7 +19,7 @@ from policylab.algebra.aggregate import AGG_MODES
 from policylab.algebra.kl import kl_estimators
 from policylab.algebra.losses import policy_losses
 from policylab.algebra.options import build_options
-from policylab.algebra.selection import Selection, selections
+from policylab.algebra.selection import Selection, selections, stage_of
 from policylab.algebra.shaping import reward_shapers
 from policylab.algebra.value import value_losses
 from policylab.registry import Entry, Registry, UnknownNameError
@@ -190,10 +190,12 @@ class RewardShaping:
 
 
 class SelectionRule:
-    """A selection with its options bound: `Selection = fn(rollouts, advantages=None)`."""
+    """A selection with its options bound: `Selection = fn(rollouts, advantages=None)`;
+    `stage` says where the trainer calls it (algebra/selection.py)."""
 
     def __init__(self, name: str, entry: Entry, options: Any) -> None:
         self.name, self.fn, self.options = name, entry.fn, options
+        self.stage = stage_of(entry.fn)
 
     def __call__(
         self, rollouts: Rollouts, advantages: torch.Tensor | None = None, state: Any = None

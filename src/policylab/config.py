@@ -176,10 +176,16 @@ class TrainConfig(RunSchema):
         "(verl; a task the model always or never solves is a finding, and an update on a "
         "few groups is not DAPO's) or train_partial (train on the groups kept; none: no update)",
     )
-    sampler: Literal["uniform", "vade"] = Field(
-        "uniform",
-        description="prompt sampler: uniform epochs, or vade (Beta posteriors, Thompson "
-        "draws scored by p(1 − p); papers §8)",
+    sampler: Literal["uniform", "vade", "vas"] | None = Field(
+        None,
+        description="prompt sampler (None = the algorithm's: vade, vas for those recipes, "
+        "uniform otherwise): uniform epochs; vade (Beta posteriors, Thompson "
+        "draws scored by p(1 − p); papers §8); vas (a scoring pass every few steps, a "
+        "fraction of each batch drawn by variance promotion score; papers §7)",
+    )
+    sampler_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="prompt sampler option overrides (e.g. every, n_score for vas)",
     )
     max_samples: int = Field(
         0,

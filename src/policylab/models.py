@@ -132,6 +132,41 @@ def sequence_logprobs(
     Prompts are left-padded and responses right-padded into one [B, P + T] input, so a
     single forward scores the whole batch; positions come from the attention mask, so
     padding never shifts them. Masked response positions hold 0."""
+    out = response_forward(
+        model,
+        prompt_ids,
+        response_ids,
+        response_mask,
+        pad_id=pad_id,
+        temperature=temperature,
+        with_entropy=with_entropy,
+    )
+    return out.logprobs, out.entropy
+
+
+@dataclass
+class ResponseForward:
+    logprobs: torch.Tensor  # [B, T], with gradient
+    entropy: torch.Tensor | None = None  # [B, T], no gradient
+    head_input: torch.Tensor | None = None  # [B, T, d] final hidden state / temperature
+    logits: torch.Tensor | None = None  # [B, T, V] tempered logits, no gradient
+
+
+def response_forward(
+    model,
+    prompt_ids: list[list[int]],
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    with_head: bool = False,
+) -> ResponseForward:
+    """`sequence_logprobs`, plus with `with_head` the LM head's input and output at each
+    response position (detached; what CAPO's last-layer curvature model needs). The head
+    input is divided by the temperature, so that tempered logits = W · head_input for a
+    linear head W."""
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)
@@ -144,15 +179,23 @@ def sequence_logprobs(
     attention[:, P:] = (response_mask > 0).long()
     ids, attention = ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions).logits
-    logits = logits[:, P - 1 : P + T - 1].float() / temperature
+    output = model(
+        input_ids=ids,
+        attention_mask=attention,
+        position_ids=positions,
+        output_hidden_states=with_head,
+    )
+    logits = output.logits[:, P - 1 : P + T - 1].float() / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)
     valid = response_mask.to(device) > 0
-    logp = torch.where(valid, logp, torch.zeros_like(logp))
-    entropy = None
+    out = ResponseForward(torch.where(valid, logp, torch.zeros_like(logp)))
     if with_entropy:
         with torch.no_grad():
             entropy = -(logp_all.exp() * logp_all).sum(-1)
-            entropy = torch.where(valid, entropy, torch.zeros_like(entropy))
-    return logp, entropy
+            out.entropy = torch.where(valid, entropy, torch.zeros_like(entropy))
+    if with_head:
+        hidden = output.hidden_states[-1][:, P - 1 : P + T - 1]
+        out.head_input = hidden.detach().float() / temperature
+        out.logits = logits.detach()
+    return out

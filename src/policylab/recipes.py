@@ -40,6 +40,8 @@ class Recipe:
     loss_options: dict[str, Setting] = field(default_factory=dict)
     selection: str | None = None  # None: every row ("all")
     selection_options: dict[str, Setting] = field(default_factory=dict)
+    sampler: str | None = None  # the prompt sampler; None: uniform (samplers.py)
+    sampler_options: dict[str, Setting] = field(default_factory=dict)
     reward_shaping: dict[str, dict[str, Setting]] = field(default_factory=dict)
     value_loss: str | None = None
     value_options: dict[str, Setting] = field(default_factory=dict)
@@ -66,13 +68,14 @@ class Recipe:
         return self.kl != "none (no reference model)"
 
     def component_defaults(self, kind: str) -> dict[str, Any]:
-        """Plain option values for one component kind: "advantage", "loss", "value" or
-        "selection"."""
+        """Plain option values for one component kind: "advantage", "loss", "value",
+        "selection" or "sampler"."""
         table = {
             "advantage": self.advantage_options,
             "loss": self.loss_options,
             "value": self.value_options,
             "selection": self.selection_options,
+            "sampler": self.sampler_options,
         }[kind]
         return {k: s.value for k, s in table.items()}
 
@@ -93,6 +96,7 @@ class Recipe:
             (f"loss.{self.loss}", self.loss_options),
             (f"value.{self.value_loss}", self.value_options),
             (f"selection.{self.selection}", self.selection_options),
+            (f"sampler.{self.sampler}", self.sampler_options),
             ("training", self.training),
         ):
             out.update({f"{prefix}.{k}": s for k, s in table.items()})
@@ -554,3 +558,7 @@ add(
         },
     )
 )
+
+
+# the selection methods' recipes (issue #7) live beside their components
+from policylab import selection_recipes as _selection_recipes  # noqa: E402, F401

@@ -249,7 +249,7 @@ class VASSampler:
     responses for (some or all) prompts and calls `refresh`; VAS learns nothing from the
     training groups. Defaults: α = 0.8, β = 0.2, λ = 0.5, T_update (`every`) = 35 (paper
     §6.1); n_score = 8 (paper ablations, code examples/mmr1.yaml; the main runs use 32);
-    μ = 0 (code); normalize = "minmax" (code)."""
+    μ = 0 (code); normalize = "minmax" (code); score_prompts = 0, every prompt (paper)."""
 
     def __init__(
         self,
@@ -264,10 +264,17 @@ class VASSampler:
         momentum: float = 0.0,
         diversity: str = "inv_self_bleu",
         normalize: str = "minmax",
+        score_prompts: int = 0,
     ) -> None:
         if size < 1:
             raise ValueError("the prompt pool is empty")
         checks = [
+            (
+                "score_prompts",
+                score_prompts,
+                isinstance(score_prompts, int) and score_prompts >= 0,
+                "an integer >= 0 (0 = every prompt)",
+            ),
             ("fraction", fraction, 0 <= fraction <= 1, "in [0, 1]"),
             ("every", every, isinstance(every, int) and every >= 1, "an integer >= 1"),
             ("n_score", n_score, isinstance(n_score, int) and n_score >= 1, "an integer >= 1"),
@@ -282,7 +289,7 @@ class VASSampler:
                 raise ValueError(f"VAS {field} = {value!r}; it must be {wanted}")
         self.size, self.alpha, self.beta, self.fraction = size, alpha, beta, fraction
         self.n_score, self.every, self.momentum = n_score, every, momentum
-        self.diversity, self.normalize = diversity, normalize
+        self.diversity, self.normalize, self.score_prompts = diversity, normalize, score_prompts
         self.vps = np.full(size, np.nan)  # NaN = never scored
         self.ovs, self.tds, self.pass_rate = (np.full(size, np.nan) for _ in range(3))
         self.weights = np.zeros(size)
@@ -309,6 +316,14 @@ class VASSampler:
     def needs_refresh(self, step: int) -> bool:
         """Before the first step (never refreshed), then whenever step mod T_update = 0."""
         return self.refreshes == 0 or step % self.every == 0
+
+    def to_score(self) -> list[int]:
+        """The prompts the next scoring pass scores: all of them (the paper), or with
+        `score_prompts` > 0 a fresh seeded draw of that many without replacement [ours: a
+        pool too large to score whole within a run's budget]."""
+        if not self.score_prompts or self.score_prompts >= self.size:
+            return list(range(self.size))
+        return sorted(self._rng.choice(self.size, self.score_prompts, replace=False).tolist())
 
     def refresh(self, indices: list[int], correct: Any, responses: list[list[list[int]]]) -> None:
         """Rescore the prompts `indices` (`correct: [P, N]`, `responses`: P lists of N
@@ -385,3 +400,18 @@ def make_sampler(name: str, size: int, seed: int = 0, **options: Any):
             f"accepted: {', '.join(accepted) or 'none'}"
         )
     return cls(size, seed=seed, **options)
+
+
+def sampler_for(
+    algo: str, name: str | None, overrides: dict[str, Any], size: int, seed: int = 0
+) -> tuple[str, dict[str, Any], Any]:
+    """(name, options, sampler) for a run of `algo`: `name` None is the recipe's sampler
+    (vade, vas) or uniform; the recipe's options apply only to its own sampler, then
+    `overrides` (as `components` treats the selection)."""
+    from policylab import recipes
+
+    recipe = recipes.get(algo)
+    chosen = name or recipe.sampler or "uniform"
+    options = recipe.component_defaults("sampler") if chosen == recipe.sampler else {}
+    options = {**options, **overrides}
+    return chosen, options, make_sampler(chosen, size, seed=seed, **options)

@@ -170,7 +170,7 @@ def test_no_tokens_gives_an_empty_mask_and_zero_metrics():
         1e-3, CurvatureState(), CapoOptions(),
     )  # fmt: skip
     assert result.accepted.shape == (0,)
-    assert all(v == 0.0 for k, v in result.metrics.items() if k != "capo/seconds")
+    assert all(v == 0.0 for k, v in result.metrics.items() if k != "perf/capo_s")
 
 
 # ------------------------------------------------------------------------- metrics, flow
@@ -186,7 +186,7 @@ def test_metrics_and_the_state_update_of_one_micro_batch():
     )  # fmt: skip
     assert result.accepted.tolist() == [F, F, T]
     metrics = dict(result.metrics)
-    assert metrics.pop("capo/seconds") >= 0.0
+    assert metrics.pop("perf/capo_s") >= 0.0
     expected = {
         "capo/reject_frac": 2 / 3,
         "capo/reject_frac_fisher": 2 / 3,

@@ -300,7 +300,7 @@ def capo_mask(
     `capo/reject_frac_hessian` (each bound on its own), `capo/mH_mean|min|max`,
     `capo/mF_mean|max`, `capo/accepted_tokens`, `capo/active_vocab_rows` (distinct vocab rows
     in the accepted tokens' top-K sets, i.e. rows this call's update touches; ours),
-    `capo/action_outside_topk_frac`, `capo/seconds`.
+    `capo/action_outside_topk_frac`, `perf/capo_s`.
     """
     start = time.perf_counter()
     if options.optimizer_model == "adam" and state is None:
@@ -327,7 +327,7 @@ def capo_mask(
         "capo/active_vocab_rows": float(rows.numel()),
         "capo/action_outside_topk_frac": _frac(onehot.sum(-1) == 0),
     }
-    metrics["capo/seconds"] = time.perf_counter() - start
+    metrics["perf/capo_s"] = time.perf_counter() - start
     return CapoMask(accepted=accepted, m_H=m_H, m_F=m_F, metrics=metrics)
 
 

@@ -2,25 +2,37 @@
 
 `fn(rollouts, advantages, cfg, state) -> Selection(row_keep [B] bool, token_weight [B, T],
 metrics)`. The trainer drops rows with row_keep False and multiplies the loss mask by
-token_weight. It selects each generation round as it arrives, before the advantage, so
-the advantage is computed on the kept rows only (DAPO Algorithm 1, line 9); selections
-of that kind receive `advantages=None`. `all` keeps everything; `dynamic_sampling` is
-DAPO's group filter (workflows/rounds.py refills the step with new rounds). VAS, VADE, D³S
-and CAPO plug in here too (issue #7).
+token_weight (`Selection.apply`). Each selection declares when it runs (`stage`):
+
+- "rollouts" (default): each generation round as it arrives, before the advantage, so the
+  advantage is computed on the kept rows only (DAPO Algorithm 1, line 9); it receives
+  `advantages=None`. `all`, and `dynamic_sampling` (DAPO's group filter;
+  workflows/rounds.py refills the step with new rounds).
+- "advantages": once per step on the advantages of the kept groups, with `state` =
+  {"step": steps done, "total_steps": n}. `d3s` (D³S).
+- "learn": on every micro-batch inside the update, with the forward pass's tensors in
+  `rollouts.extras` (CAPO, algebra/capo.py).
+
+Prompt-level samplers (VADE, VAS) choose prompts before generation: samplers.py.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from policylab.algebra.options import option
+from policylab.algebra.capo import CapoOptions, capo_mask
+from policylab.algebra.options import check_choice, check_range, option
 from policylab.registry import Registry
 from policylab.rollouts import Rollouts
 
 selections: Registry = Registry("selection")
+
+
+STAGES = ("rollouts", "advantages", "learn")
 
 
 @dataclass
@@ -28,6 +40,29 @@ class Selection:
     row_keep: torch.Tensor  # [B] bool
     token_weight: torch.Tensor  # [B, T] float
     metrics: dict[str, float] = field(default_factory=dict)
+
+    def apply(self, rollouts: Rollouts) -> Rollouts:
+        """The kept rows, their response mask multiplied by the token weight (the loss
+        and its normaliser then count kept tokens only)."""
+        rows = self.row_keep.nonzero(as_tuple=True)[0]
+        mask = rollouts.response_mask[rows] * (self.token_weight[rows] > 0)
+        return rollouts.select(rows).replace(response_mask=mask)
+
+
+def runs_at(stage: str):
+    """Decorator: the trainer calls this selection at `stage` (one of STAGES)."""
+    if stage not in STAGES:
+        raise ValueError(f"stage {stage!r} is not one of {STAGES}")
+
+    def mark(fn):
+        fn.stage = stage
+        return fn
+
+    return mark
+
+
+def stage_of(fn) -> str:
+    return getattr(fn, "stage", "rollouts")
 
 
 @dataclass(frozen=True)
@@ -84,7 +119,7 @@ def dynamic_sampling(
 
     Shapes: rewards, group_ids [B]; row_keep [B] bool; token_weight [B, T] (all ones).
     """
-    values = _accuracy(rollouts, cfg).detach().double()
+    values = accuracy(rollouts, cfg.metric).detach().double()
     mask = rollouts.response_mask
     _, group = torch.unique(rollouts.group_ids, return_inverse=True)
     n = int(group.max()) + 1 if len(group) else 0
@@ -111,13 +146,165 @@ def dynamic_sampling(
     )
 
 
-def _accuracy(rollouts: Rollouts, cfg: DynamicSamplingOptions) -> torch.Tensor:
+def accuracy(rollouts: Rollouts, metric: str | None = None) -> torch.Tensor:
+    """[B] the reward part `metric`; None: the part "acc" if present, else the total
+    reward (which the trainer hands over before any shaping)."""
     parts = rollouts.reward_parts
-    if cfg.metric is None:
+    if metric is None:
         return parts.get("acc", rollouts.rewards)
-    if cfg.metric not in parts:
+    if metric not in parts:
         raise ValueError(
-            f"dynamic_sampling.metric = {cfg.metric!r} is not a reward part of this batch; "
+            f"dynamic_sampling.metric = {metric!r} is not a reward part of this batch; "
             f"parts: {', '.join(sorted(parts)) or '(none)'} (None = the total reward)"
         )
-    return parts[cfg.metric]
+    return parts[metric]
+
+
+@dataclass(frozen=True)
+class D3SOptions:
+    sample_init: float = option(0.5, "f_s at the start: fraction of rows kept [ours]")
+    sample_final: float = option(1.0, "f_s at the end of training [ours]")
+    token_init: float = option(0.2, "f_k at the start: fraction of kept rows' tokens [ours]")
+    token_final: float = option(1.0, "f_k at the end of training [ours]")
+    mode: str = option(
+        "cross", "cross: max-Var(Â) subset over the batch (D³S); intra: within each group"
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("sample_init", "sample_final", "token_init", "token_final"):
+            check_range("d3s", name, getattr(self, name), low=0.0, high=1.0, low_open=True)
+        check_choice("d3s", "mode", self.mode, ("cross", "intra"))
+
+
+@selections.register("d3s", config=D3SOptions)
+@runs_at("advantages")
+def d3s(
+    rollouts: Rollouts, advantages: torch.Tensor, cfg: D3SOptions, state: Any = None
+) -> Selection:
+    """D³S, dynamic dual-level down-sampling (Wang et al., arXiv:2509.22115 §3.1–3.3;
+    papers/seed_llm_algorithms.md §9): train on the rows whose advantages vary most and,
+    inside them, on the tokens with the largest |A|·H; both budgets relax to "keep all".
+
+    Progress p = clamp(step / total_steps, 0, 1) (`state`, steps done before this one);
+    f(p) = (1 − p)·f_init + p·f_final for rows (f_s) and tokens (f_k) [paper §3.3].
+    Rows: Â_i = A[i, first valid t]; over the B_v rows with a valid token keep N = ⌈f_s·B_v⌉
+    maximising the population Var(Â) [paper §3.1]. Solved exactly: the optimum is the k
+    largest ∪ the N − k smallest for some k [PODS, arXiv:2504.13818 Lemma 3.1]; rows sorted
+    by (−Â_i, i), ties → the largest k, so all-equal Â keep the first N [ours]. `intra`
+    applies it per group with N_g = ⌈f_s·G_g⌉. Tokens: key κ = |A|·H over kept rows' valid
+    tokens, pooled over the batch; keep the top ⌈f_k·n_tok⌉, ties by position (i, t)
+    [paper §3.2; pooling ours]. H is the behaviour policy's entropy at generation
+    (`rollouts.entropy`) [ours; the paper writes π_θ]. Advantages are not renormalised
+    after selection [paper §3.1].
+
+    Shapes: advantages, response_mask, entropy [B, T]; row_keep [B]; token_weight [B, T].
+    Metrics: d3s/p, d3s/sample_keep_frac (of B_v), d3s/token_keep_frac (of all valid
+    tokens), d3s/var_adv_all, d3s/var_adv_kept, d3s/useful_frac_kept (Â ≠ 0),
+    d3s/pos_frac_kept, d3s/key_threshold (smallest kept key).
+    """
+    if advantages is None:
+        raise ValueError("d3s selects on advantages; it runs after the advantage estimator")
+    if rollouts.entropy is None:
+        raise ValueError(
+            "d3s needs the per-token entropy of the sampling policy (rollouts.entropy); the "
+            "HF engine records it — a custom engine must fill Generations.entropy"
+        )
+    state = state or {}
+    total = max(int(state.get("total_steps", 1)), 1)
+    p = min(max(state.get("step", 0) / total, 0.0), 1.0)
+    f_s = (1 - p) * cfg.sample_init + p * cfg.sample_final
+    f_k = (1 - p) * cfg.token_init + p * cfg.token_final
+
+    mask = rollouts.response_mask > 0
+    valid_rows = mask.any(-1)
+    first = mask.float().argmax(-1)
+    row_adv = advantages.gather(1, first.unsqueeze(1)).squeeze(1).double()
+    keep = torch.zeros(len(row_adv), dtype=torch.bool)
+    if cfg.mode == "cross":
+        rows = valid_rows.nonzero(as_tuple=True)[0]
+        keep[rows[max_variance_subset(row_adv[rows], math.ceil(f_s * len(rows)))]] = True
+    else:
+        for g in torch.unique(rollouts.group_ids):
+            rows = ((rollouts.group_ids == g) & valid_rows).nonzero(as_tuple=True)[0]
+            keep[rows[max_variance_subset(row_adv[rows], math.ceil(f_s * len(rows)))]] = True
+
+    candidates = mask & keep.unsqueeze(1)
+    key = (advantages.abs() * rollouts.entropy).double()
+    flat = candidates.flatten().nonzero(as_tuple=True)[0]
+    n_keep = max(math.ceil(f_k * len(flat)), 1) if len(flat) else 0
+    # stable sort on −κ: equal keys stay in (i, t) order
+    order = torch.sort(-key.flatten()[flat], stable=True).indices[:n_keep]
+    weight = torch.zeros(mask.numel())
+    weight[flat[order]] = 1.0
+    kept_adv = row_adv[keep]
+    return Selection(
+        row_keep=keep,
+        token_weight=weight.view_as(rollouts.response_mask),
+        metrics={
+            "d3s/p": p,
+            "d3s/sample_keep_frac": float(keep.sum()) / max(int(valid_rows.sum()), 1),
+            "d3s/token_keep_frac": n_keep / max(int(mask.sum()), 1),
+            "d3s/var_adv_all": _population_var(row_adv[valid_rows]),
+            "d3s/var_adv_kept": _population_var(kept_adv),
+            "d3s/useful_frac_kept": float((kept_adv != 0).double().mean())
+            if len(kept_adv)
+            else 0.0,
+            "d3s/pos_frac_kept": float((kept_adv > 0).double().mean()) if len(kept_adv) else 0.0,
+            "d3s/key_threshold": float(key.flatten()[flat[order[-1]]]) if n_keep else 0.0,
+        },
+    )
+
+
+def max_variance_subset(values: torch.Tensor, n: int) -> torch.Tensor:
+    """Indices of the n values with the largest population variance (D³S §3.1).
+
+    The optimum is the k largest ∪ the n − k smallest for some k (PODS Lemma 3.1); values
+    are sorted by (−v, index) and k = n..0 tried, ties → the largest k (all-equal values
+    keep the first n) [ours]. n ≥ len → every index. Shapes: values [M] → indices
+    [min(n, M)]."""
+    m = len(values)
+    order = torch.sort(-values, stable=True).indices
+    if n >= m:
+        return order
+    best, best_var = order[m - n :], -math.inf
+    for k in range(n, -1, -1):
+        subset = torch.cat([order[:k], order[m - (n - k) :]])
+        var = _population_var(values[subset])
+        if var > best_var + 1e-12:
+            best, best_var = subset, var
+    return best
+
+
+def _population_var(values: torch.Tensor) -> float:
+    return float(values.double().var(unbiased=False)) if len(values) else 0.0
+
+
+@selections.register("capo", config=CapoOptions)
+@runs_at("learn")
+def capo(
+    rollouts: Rollouts, advantages: torch.Tensor, cfg: CapoOptions, state: Any = None
+) -> Selection:
+    """CAPO, curvature-aware token masking (Melo et al., arXiv:2510.00819; papers §14;
+    algebra/capo.py holds the formulas): each token's predicted objective change m_H and
+    policy change m_F under its own Adam-shaped step of the LM head; tokens outside
+    −τ_H < m_H < τ_H, m_F < τ_F are masked. Runs on every micro-batch of the update, on
+    that forward pass: `rollouts.extras` "head_input" [B, T, d] and "logits" [B, T, V]
+    (detached; logits tempered and head_input divided by the temperature, so the model of
+    the head is the sampling policy's [ours; the code takes top-K of the raw logits]);
+    `state` {"curvature": CurvatureState (the Adam model, checkpointed), "lr": η now}.
+
+    Shapes: advantages [B, T]; row_keep [B] all True; token_weight [B, T] 0/1. A row whose
+    every token is masked contributes 0 to the loss."""
+    mask = rollouts.response_mask > 0
+    out = capo_mask(
+        rollouts.extras["head_input"][mask],
+        rollouts.extras["logits"][mask],
+        rollouts.response_ids[mask],
+        advantages[mask],
+        state["lr"],
+        state["curvature"],
+        cfg,
+    )
+    weight = torch.zeros(mask.shape)
+    weight[mask] = out.accepted.float()
+    return Selection(torch.ones(mask.shape[0], dtype=torch.bool), weight, out.metrics)

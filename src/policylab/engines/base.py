@@ -39,7 +39,9 @@ class Generations:
 
     response_ids [N*n, T] right-padded with the pad id; logprobs [N*n, T] of each sampled
     token under the temperature-scaled policy (0 on padding); response_mask [N*n, T];
-    finish_reason "stop" (end token or stop string) or "length"."""
+    finish_reason "stop" (end token or stop string) or "length"; entropy [N*n, T] of the
+    sampling distribution at each step (full vocabulary, temperature-scaled; 0 on padding),
+    when the engine reports it."""
 
     response_ids: torch.Tensor
     logprobs: torch.Tensor
@@ -47,6 +49,7 @@ class Generations:
     finish_reason: list[str]
     texts: list[str] = field(default_factory=list)
     prompt_index: torch.Tensor | None = None  # [N*n] which prompt each row answers
+    entropy: torch.Tensor | None = None
 
     @property
     def truncated(self) -> torch.Tensor:

@@ -76,16 +76,17 @@ class HFEngine:
             attention = attention.repeat_interleave(n, dim=0)
         rows = logits.shape[0]
         next_position = attention.sum(-1)
-        tokens, logps, alive = [], [], []
+        tokens, logps, entropies, alive = [], [], [], []
         done = torch.zeros(rows, dtype=torch.bool, device=device)
         stopped = torch.zeros(rows, dtype=torch.bool)
         texts = [""] * rows
         for step in range(sampling.max_new_tokens):
-            token, logp = _sample(logits.float(), sampling, generator)
+            token, logp, entropy = _sample(logits.float(), sampling, generator)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             alive.append(~done)
             tokens.append(token)
             logps.append(torch.where(done, torch.zeros_like(logp), logp))
+            entropies.append(torch.where(done, torch.zeros_like(entropy), entropy))
             ended = ~done & (token == self.eos_id) if self.eos_id is not None else done & False
             if sampling.stop_strings:  # decode only when stop strings are asked for
                 for r in (~done & ~ended).nonzero(as_tuple=True)[0].tolist():
@@ -110,6 +111,7 @@ class HFEngine:
             next_position = next_position + 1
         response_ids = torch.stack(tokens, dim=1).cpu()
         logprobs = torch.stack(logps, dim=1).cpu()
+        entropy = torch.stack(entropies, dim=1).cpu()
         mask = torch.stack(alive, dim=1).cpu().float()  # real tokens, the end token included
         finish = ["stop" if s else "length" for s in stopped.tolist()]
         decoded = self.tokenizer.batch_decode(
@@ -122,6 +124,7 @@ class HFEngine:
             finish,
             decoded,
             torch.arange(len(prompt_ids)).repeat_interleave(n),
+            entropy * mask,
         )
 
 
@@ -132,13 +135,14 @@ def _cache_of(output):
 
 def _sample(
     logits: torch.Tensor, sampling: Sampling, generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token and its log-prob under softmax(logits / temperature); greedy at temperature 0
-    (log-prob then under the untempered distribution)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token, its log-prob and the distribution's entropy under softmax(logits /
+    temperature), the full vocabulary before top-k/top-p; greedy at temperature 0 (both then
+    under the untempered distribution)."""
     if sampling.greedy:
         logp_all = torch.log_softmax(logits, dim=-1)
         token = logp_all.argmax(dim=-1)
-        return token, logp_all.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+        return token, logp_all.gather(-1, token.unsqueeze(-1)).squeeze(-1), _entropy(logp_all)
     logp_all = torch.log_softmax(logits / sampling.temperature, dim=-1)
     filtered = logp_all
     if sampling.top_k > 0:
@@ -152,4 +156,8 @@ def _sample(
         filtered = torch.full_like(filtered, float("-inf")).scatter(-1, order, sorted_logp)
     probs = torch.softmax(filtered, dim=-1)
     token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    return token, logp_all.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+    return token, logp_all.gather(-1, token.unsqueeze(-1)).squeeze(-1), _entropy(logp_all)
+
+
+def _entropy(logp_all: torch.Tensor) -> torch.Tensor:
+    return -(logp_all.exp() * logp_all).nan_to_num().sum(-1)

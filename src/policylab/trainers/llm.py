@@ -21,16 +21,18 @@ import torch
 
 from policylab import rewards, tasks
 from policylab.algebra.advantages import group_stats
-from policylab.algebra.aggregate import global_normaliser
+from policylab.algebra.capo import CurvatureState
+from policylab.algebra.selection import AllOptions, Selection, select_all
 from policylab.api import components
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
-from policylab.samplers import make_sampler
-from policylab.trainers.run import Run, lr_lambda, mean_metrics, progress_bar
+from policylab.samplers import sampler_for
+from policylab.trainers.llm_update import update
+from policylab.trainers.run import Run, lr_lambda, progress_bar
 from policylab.workflows.rounds import collect_groups
-from policylab.workflows.single_turn import rollout
+from policylab.workflows.single_turn import rollout, score_prompts
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,16 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
         "selection": {"name": parts.selection.name, **asdict(parts.selection.options)},
     }
+    pool = task.examples(
+        "train",
+        min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
+        seed=cfg.seed,
+    )
+    # the sampler's options are checked before any model loads or any folder is made
+    sampler_name, sampler_options, sampler = sampler_for(
+        cfg.algo, cfg.sampler, cfg.sampler_options, len(pool), cfg.seed
+    )
+    resolved["sampler"] = {"name": sampler_name, **sampler_options}
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_model(cfg.model)
@@ -94,13 +106,10 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         max_new_tokens=cfg.max_new_tokens,
         stop_strings=tuple(cfg.stop_strings),
     )
-    pool = task.examples(
-        "train",
-        min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
-        seed=cfg.seed,
-    )
-    sampler = make_sampler(cfg.sampler, len(pool), seed=cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
+    # CAPO's model of the optimiser: Adam moments of the LM head rows, checkpointed
+    capo = parts.selection.name == "capo"
+    curvature = CurvatureState.from_options(parts.selection.options) if capo else None
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     updates = cfg.steps * cfg.epochs * cfg.minibatches
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
@@ -116,6 +125,8 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         scheduler.load_state_dict(state["scheduler"])
         sampler.load_state_dict(state["sampler"])
         generator.set_state(state["generator"])
+        if curvature is not None:
+            curvature.load_state_dict(state["curvature"])
         start_step, evals = state["step"], state["evals"]
         spent, elapsed = state.get("spent", spent), state.get("elapsed_s", 0.0)
         log.info("resumed %s at step %d", run.dir, start_step)
@@ -151,6 +162,31 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         )
         return indices, batch, info
 
+    def refresh_sampler(done: int) -> dict[str, float]:
+        """VAS's scoring pass when due: n_score fresh completions of the prompts it asks
+        for, charged to the budget like any other sample."""
+        if not getattr(sampler, "needs_refresh", None) or not sampler.needs_refresh(done):
+            return {}
+        t = time.perf_counter()
+        chosen = sampler.to_score()
+        correct, responses, info = score_prompts(
+            [pool[i] for i in chosen],
+            engine,
+            tokenizer,
+            sampling,
+            sampler.n_score,
+            reward_fn,
+            generator=generator,
+            chunk=cfg.prompts_per_step,
+        )
+        sampler.refresh(chosen, correct, responses)
+        spent["samples"] += correct.numel()
+        spent["tokens"] += info.generated_tokens
+        return {
+            "perf/vas_refresh_s": time.perf_counter() - t,
+            "vas/refresh_samples": float(correct.numel()),
+        }
+
     def out_of_samples() -> bool:
         return bool(cfg.max_samples) and spent["samples"] >= cfg.max_samples
 
@@ -176,12 +212,13 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         step = start_step
         while step < cfg.steps and not out_of_samples():
             step += 1
-            # 1. rollouts: rounds of prompts → G completions → rewards → selection, until
-            # prompts_per_step groups are kept
+            # 1. rollouts: VAS's scoring pass when due; then rounds of prompts → G
+            # completions → rewards → selection, until prompts_per_step groups are kept
             t0 = time.perf_counter()
+            refreshed = refresh_sampler(step - 1)
             collected = collect_groups(
                 generate_round,
-                parts.selection,
+                parts.selection if parts.selection.stage == "rollouts" else _keep_all,
                 cfg.prompts_per_step,
                 max_rounds=cfg.max_gen_rounds,
                 on_exhaust=cfg.on_exhaust,
@@ -205,11 +242,18 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             # a step that kept no group (on_exhaust=train_partial) makes no update
             kept = len(batch) > 0
             advantages = parts.advantage(batch) if kept else batch.response_mask.float()
+            scored, chosen = (batch, advantages), None
+            if kept and parts.selection.stage == "advantages":  # D³S: rows and tokens
+                chosen = parts.selection(
+                    batch, advantages, {"step": step - 1, "total_steps": cfg.steps}
+                )
+                advantages = advantages[chosen.row_keep]
+                batch = chosen.apply(batch)
             t2 = time.perf_counter()
             # 3. learn: μ epochs × minibatches of whole groups × micro-batches
             learn = {}
             if kept:
-                learn = _learn(
+                learn = update(
                     model,
                     optimiser,
                     scheduler,
@@ -219,13 +263,17 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                     cfg,
                     tokenizer.pad_token_id,
                     generator,
+                    mask_tokens=parts.selection if parts.selection.stage == "learn" else None,
+                    mask_state={"curvature": curvature},
                 )
             t3 = time.perf_counter()
             sampler.update(collected.indices, collected.outcomes)
             # 4. metrics, samples, evaluation, checkpoint
-            metrics = _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3)
-            if parts.selection.name != "all":
+            metrics = _step_metrics(*scored, info, learn, scheduler, t0, t1, t2, t3)
+            if parts.selection.stage == "rollouts" and parts.selection.name != "all":
                 metrics.update(collected.metrics)
+            metrics.update(chosen.metrics if chosen else {})
+            metrics.update({**sampler.metrics(), **refreshed})
             metrics.update({"budget/samples": spent["samples"], "budget/tokens": spent["tokens"]})
             run.log(step, metrics)
             run.log_samples(
@@ -251,6 +299,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                         "scheduler": scheduler.state_dict(),
                         "sampler": sampler.state_dict(),
                         "generator": generator.get_state(),
+                        "curvature": curvature.state_dict() if curvature else None,
                         "evals": evals,
                         "spent": spent,
                         "elapsed_s": elapsed + time.perf_counter() - started,
@@ -277,68 +326,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     return TrainResult(str(run.dir), before, after, step, seconds)
 
 
-def _learn(
-    model,
-    optimiser,
-    scheduler,
-    loss_fn,
-    batch,
-    advantages,
-    cfg: TrainConfig,
-    pad_id: int,
-    generator: torch.Generator,
-) -> dict[str, float]:
-    """μ epochs; each splits the batch into `minibatches` of whole groups (one optimiser
-    step each) and accumulates micro-batches with the minibatch's global normaliser."""
-    options = loss_fn.options
-    groups = torch.unique(batch.group_ids)
-    history: list[dict[str, float]] = []
-    mismatch = None
-    for _ in range(cfg.epochs):
-        order = groups[torch.randperm(len(groups), generator=generator)]
-        for chosen in order.chunk(cfg.minibatches):
-            rows = torch.isin(batch.group_ids, chosen).nonzero(as_tuple=True)[0]
-            minibatch = batch.select(rows)
-            normaliser = global_normaliser(
-                minibatch.response_mask, options.loss_agg_mode, L_max=options.L_max
-            )
-            size = cfg.micro_batch_rows or len(rows)
-            optimiser.zero_grad(set_to_none=True)
-            metrics: list[tuple[int, dict[str, float]]] = []
-            for micro in torch.arange(len(rows)).split(size):
-                part = minibatch.select(micro)
-                logp, entropy = sequence_logprobs(
-                    model,
-                    part.extras["prompt_ids"],
-                    part.response_ids,
-                    part.response_mask,
-                    pad_id=pad_id,
-                    temperature=cfg.temperature,
-                    with_entropy=True,
-                )
-                loss, m = loss_fn(
-                    logprobs=logp,
-                    old_logprobs=part.logprobs,
-                    advantages=advantages[rows][micro],
-                    response_mask=part.response_mask,
-                    ref_logprobs=part.ref_logprobs,
-                    normaliser=normaliser,
-                )
-                loss.backward()
-                tokens = int(part.response_mask.sum())
-                valid = part.response_mask > 0
-                m["entropy"] = float(entropy[valid].mean()) if tokens else 0.0
-                if mismatch is None and tokens:  # policy unchanged yet: sampler vs learner
-                    mismatch = float((logp.detach() - part.logprobs)[valid].abs().mean())
-                m["loss"] = float(loss.detach())
-                metrics.append((tokens, m))
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
-            optimiser.step()
-            scheduler.step()
-            history.append({**mean_metrics(metrics), "grad_norm": float(norm)})
-    out = mean_metrics([(1, h) for h in history])
-    out["engine/logprob_abs_diff"] = mismatch or 0.0
-    return out
+def _keep_all(batch) -> Selection:
+    """The rounds' selection when the configured one runs later (D³S, CAPO)."""
+    return select_all(batch, None, AllOptions())
 
 
 def _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3) -> dict[str, float]:

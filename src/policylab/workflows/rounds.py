@@ -85,14 +85,9 @@ def collect_groups(
         _, local = torch.unique(batch.group_ids, return_inverse=True)
         batch = batch.replace(group_ids=local + generated)  # ids unique across rounds
         chosen = select(batch)
-        rows = chosen.row_keep.nonzero(as_tuple=True)[0]
-        buffer.append(
-            batch.select(rows).replace(
-                response_mask=batch.response_mask[rows] * (chosen.token_weight[rows] > 0)
-            )
-        )
+        buffer.append(chosen.apply(batch))
         generated += int(local.max()) + 1 if len(local) else 0
-        kept += len(torch.unique(batch.group_ids[rows]))
+        kept += len(torch.unique(batch.group_ids[chosen.row_keep]))
         counts.update(chosen.metrics)
     trained = _first_groups(Rollouts.concat(buffer), groups)
     first_round = len(outcomes[0])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from policylab.algebra.selection import accuracy
 from policylab.engines import Engine, Sampling
 from policylab.evaluate import prompt_ids as tokenize_prompts
 from policylab.rewards import CombinedReward
@@ -81,6 +82,7 @@ def rollout(
         group_ids=torch.arange(len(prompts)).repeat_interleave(n),
         response_ids=gen.response_ids,
         logprobs=gen.logprobs,
+        entropy=gen.entropy,
         truncated=truncated,
         reward_parts={k: torch.tensor(v, dtype=torch.float32) for k, v in scored.parts.items()},
         extras={"prompt_ids": [p for p in ids for _ in range(n)]},
@@ -92,3 +94,36 @@ def rollout(
     if any(math.isnan(r) for r in scored.total):
         info.failures = {**info.failures, "unscored": sum(math.isnan(r) for r in scored.total)}
     return batch, info
+
+
+def score_prompts(
+    examples: list[dict],
+    engine: Engine,
+    tokenizer,
+    sampling: Sampling,
+    n: int,
+    reward_fn: CombinedReward,
+    *,
+    generator: torch.Generator | None = None,
+    chunk: int = 16,
+) -> tuple[torch.Tensor, list[list[list[int]]], RolloutInfo]:
+    """A scoring pass (VAS, papers §7): n completions of each example, `chunk` examples
+    per generation call. Returns the accuracy [P, n] (the reward part "acc" if present,
+    else the total), each completion's token ids, and the rounds' info (for the budget)."""
+    correct, responses, infos = [], [], []
+    for start in range(0, len(examples), chunk):
+        batch, info = rollout(
+            examples[start : start + chunk],
+            engine,
+            tokenizer,
+            sampling,
+            n,
+            reward_fn,
+            generator=generator,
+        )
+        correct.append(accuracy(batch).view(-1, n))
+        masks = batch.response_mask > 0
+        ids = [row[m].tolist() for row, m in zip(batch.response_ids, masks, strict=True)]
+        responses += [ids[i : i + n] for i in range(0, len(ids), n)]
+        infos.append(info)
+    return torch.cat(correct), responses, RolloutInfo.concat(infos)

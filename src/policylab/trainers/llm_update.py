@@ -1,0 +1,101 @@
+"""The learn phase of the language-model trainer: μ epochs over minibatches of whole
+groups, each minibatch one optimiser step accumulated over micro-batches with the
+minibatch's global normaliser (algebra/aggregate.py), so micro-batching never changes the
+gradient. A "learn"-stage selection (CAPO) masks tokens of each micro-batch here, from
+the micro-batch's own forward pass."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from policylab.algebra.aggregate import global_normaliser
+from policylab.config import TrainConfig
+from policylab.models import response_forward
+from policylab.trainers.run import mean_metrics
+
+
+def update(
+    model,
+    optimiser,
+    scheduler,
+    loss_fn,
+    batch,
+    advantages,
+    cfg: TrainConfig,
+    pad_id: int,
+    generator: torch.Generator,
+    mask_tokens=None,
+    mask_state: dict | None = None,
+) -> dict[str, float]:
+    """μ epochs; each splits the batch into `minibatches` of whole groups (one optimiser
+    step each) and accumulates micro-batches with the minibatch's global normaliser.
+
+    `mask_tokens`: a "learn"-stage selection (CAPO), called on each micro-batch with its
+    forward pass's head input and logits, `mask_state` and the current lr; masked tokens
+    leave the loss. The normaliser still counts them (it is fixed per minibatch before any
+    forward, so that micro-batching stays exact) [ours]; under seq-mean-token-mean each
+    row averages over its kept tokens, as CAPO's code does."""
+    options = loss_fn.options
+    groups = torch.unique(batch.group_ids)
+    history: list[dict[str, float]] = []
+    mismatch = None
+    for _ in range(cfg.epochs):
+        order = groups[torch.randperm(len(groups), generator=generator)]
+        for chosen in order.chunk(cfg.minibatches):
+            rows = torch.isin(batch.group_ids, chosen).nonzero(as_tuple=True)[0]
+            minibatch = batch.select(rows)
+            normaliser = global_normaliser(
+                minibatch.response_mask, options.loss_agg_mode, L_max=options.L_max
+            )
+            size = cfg.micro_batch_rows or len(rows)
+            optimiser.zero_grad(set_to_none=True)
+            metrics: list[tuple[int, dict[str, float]]] = []
+            for micro in torch.arange(len(rows)).split(size):
+                part = minibatch.select(micro)
+                part_adv = advantages[rows][micro]
+                forward = response_forward(
+                    model,
+                    part.extras["prompt_ids"],
+                    part.response_ids,
+                    part.response_mask,
+                    pad_id=pad_id,
+                    temperature=cfg.temperature,
+                    with_entropy=True,
+                    with_head=mask_tokens is not None,
+                )
+                logp, entropy, kept = forward.logprobs, forward.entropy, part.response_mask
+                masked = {}
+                if mask_tokens is not None:
+                    head = {"head_input": forward.head_input, "logits": forward.logits}
+                    chosen = mask_tokens(
+                        part.replace(extras={**part.extras, **head}),
+                        part_adv,
+                        {**(mask_state or {}), "lr": scheduler.get_last_lr()[0]},
+                    )
+                    kept, masked = kept * chosen.token_weight, chosen.metrics
+                loss, m = loss_fn(
+                    logprobs=logp,
+                    old_logprobs=part.logprobs,
+                    advantages=part_adv,
+                    response_mask=kept,
+                    ref_logprobs=part.ref_logprobs,
+                    normaliser=normaliser,
+                )
+                m.update(masked)
+                loss.backward()
+                tokens = int(part.response_mask.sum())
+                valid = part.response_mask > 0
+                m["entropy"] = float(entropy[valid].mean()) if tokens else 0.0
+                if mismatch is None and tokens:  # policy unchanged yet: sampler vs learner
+                    mismatch = float((logp.detach() - part.logprobs)[valid].abs().mean())
+                m["loss"] = float(loss.detach())
+                metrics.append((tokens, m))
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+            optimiser.step()
+            scheduler.step()
+            history.append({**mean_metrics(metrics), "grad_norm": float(norm)})
+    out = mean_metrics([(1, h) for h in history])
+    out["engine/logprob_abs_diff"] = mismatch or 0.0
+    return out
