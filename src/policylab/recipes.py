@@ -560,5 +560,6 @@ add(
 )
 
 
-# the selection methods' recipes (issue #7) live beside their components
+# the selection (issue #7) and objective (issue #8) methods' recipes, in their own modules
 from policylab import selection_recipes as _selection_recipes  # noqa: E402, F401
+from policylab import objective_recipes as _objective_recipes  # noqa: E402, F401

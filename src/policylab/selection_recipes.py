@@ -79,3 +79,22 @@ _on_grpo(
         "mode": S("cross", "[paper §3.1] D³S selects across the batch"),
     },
 )
+
+_on_grpo(
+    name="capo",
+    title="GRPO with CAPO curvature-aware token masking",
+    paper="Melo, Abate, Gal 2025, CAPO, arXiv:2510.00819",
+    formula=(
+        "per token: g = A·(e_a − π_K) ⊗ h (LM head, top-K), G = Adam model of g, Δψ = η·G\n"
+        "m_H = η⟨g, G⟩ + ½η²A[(vᵀu)² − uᵀFu],  m_F = ½η²(vᵀu)²,  u = G h\n"
+        "train on tokens with −τ_H < m_H < τ_H and m_F < τ_F; then GRPO's loss"
+    ),
+    selection="capo",
+    selection_options={
+        "tau_fisher": S(1e-4, "[code stable-pg-llm CAPO recipe] fisher_token_mask_tau 1e-4"),
+        "tau_hessian": S(1e-2, "[code stable-pg-llm CAPO recipe] hessian_token_mask_tau 1e-2"),
+        "symmetric": S(True, "[code] hessian_symmetric_clipping=true"),
+        "optimizer_model": S("adam", "[paper ablation] the Adam model"),
+        "top_k": S(50, "[ours] the HF generation default top-k, the recipe sets none"),
+    },
+)
