@@ -5,4 +5,4 @@ the others."""
 
 from __future__ import annotations
 
-from policylab.recipes import S, Recipe, add, get  # noqa: F401
+from policylab.recipes import Recipe, S, add, get  # noqa: F401

@@ -561,5 +561,5 @@ add(
 
 
 # the selection (issue #7) and objective (issue #8) methods' recipes, in their own modules
-from policylab import selection_recipes as _selection_recipes  # noqa: E402, F401
 from policylab import objective_recipes as _objective_recipes  # noqa: E402, F401
+from policylab import selection_recipes as _selection_recipes  # noqa: E402, F401
