@@ -49,10 +49,9 @@ def update(
             normaliser = global_normaliser(
                 minibatch.response_mask, options.loss_agg_mode, L_max=options.L_max
             )
-            size = cfg.micro_batch_rows or len(rows)
             optimiser.zero_grad(set_to_none=True)
             metrics: list[tuple[int, dict[str, float]]] = []
-            for micro in torch.arange(len(rows)).split(size):
+            for micro in micro_batches(minibatch.group_ids, cfg.micro_batch_rows):
                 part = minibatch.select(micro)
                 part_adv = advantages[rows][micro]
                 forward = response_forward(
@@ -81,6 +80,7 @@ def update(
                     advantages=part_adv,
                     response_mask=kept,
                     ref_logprobs=part.ref_logprobs,
+                    rollouts=part,
                     normaliser=normaliser,
                 )
                 m.update(masked)
@@ -99,3 +99,24 @@ def update(
     out = mean_metrics([(1, h) for h in history])
     out["engine/logprob_abs_diff"] = mismatch or 0.0
     return out
+
+
+def micro_batches(group_ids: torch.Tensor, rows: int) -> list[torch.Tensor]:
+    """Row indices of each micro-batch: whole groups, in order, each micro-batch at most
+    `rows` rows unless one group is larger (0 = everything at once). Whole groups let a
+    loss that reads its group (P3O's pairs, PACS's leave-one-out score) see all of it."""
+    if not rows:
+        return [torch.arange(len(group_ids))]
+    members_of: dict[int, list[int]] = {}
+    for i, g in enumerate(group_ids.tolist()):
+        members_of.setdefault(g, []).append(i)
+    out, current = [], []
+    for members in members_of.values():
+        if current and len(current) + len(members) > rows:
+            out.append(torch.tensor(current))
+            current = []
+        current += members
+    if current:
+        out.append(torch.tensor(current))
+    return out
+

@@ -19,6 +19,7 @@ from policylab.engines import Engine, Sampling
 from policylab.evaluate import prompt_ids as tokenize_prompts
 from policylab.rewards import CombinedReward
 from policylab.rollouts import Rollouts
+from policylab.tasks.base import extract_answer
 
 
 @dataclass
@@ -85,7 +86,11 @@ def rollout(
         entropy=gen.entropy,
         truncated=truncated,
         reward_parts={k: torch.tensor(v, dtype=torch.float32) for k, v in scored.parts.items()},
-        extras={"prompt_ids": [p for p in ids for _ in range(n)]},
+        # each row's final answer (<answer>…</answer>, None if absent): COPO's consistency
+        extras={
+            "prompt_ids": [p for p in ids for _ in range(n)],
+            "answers": [extract_answer(t) for t in gen.texts],
+        },
     )
     tokens = int(gen.response_mask.sum())
     info = RolloutInfo(
