@@ -255,9 +255,10 @@ class Components:
         loss: PolicyLoss,
         value: ValueLoss | None,
         selection: SelectionRule,
+        shaping: list[RewardShaping] | None = None,
     ) -> None:
         self.recipe, self.advantage, self.loss, self.value = recipe, advantage, loss, value
-        self.selection = selection
+        self.selection, self.shaping = selection, shaping or []
 
 
 def components(
@@ -269,6 +270,7 @@ def components(
     value_overrides: dict[str, Any] | None = None,
     selection: str | None = None,
     selection_overrides: dict[str, Any] | None = None,
+    shaping_overrides: dict[str, dict[str, Any]] | None = None,
 ) -> Components:
     """The advantage estimator, policy loss, (if any) value loss and selection of
     `algorithm`, with the recipe's defaults and the given overrides. Unlike
@@ -276,7 +278,9 @@ def components(
     (`advantages("rloo")` is the bare estimator, without the recipe's KL-in-reward), this
     always reads the recipe. A loss that divides by the generation budget
     (seq-mean-token-sum-norm) gets L_max = max_new_tokens unless set. `selection` None is
-    the recipe's (or "all"); the recipe's selection defaults apply only to its own one."""
+    the recipe's (or "all"); the recipe's selection defaults apply only to its own one.
+    Reward shaping: the recipe's shapers, each updated by `shaping_overrides[name]`; a name
+    the recipe lacks adds that shaper with its own defaults."""
     recipe = recipe_book.get(algorithm)
     loss_overrides = dict(loss_overrides or {})
     mode = loss_overrides.get(
@@ -321,7 +325,18 @@ def components(
         selection_overrides,
         f"{where}, selection {chosen!r}",
     )
-    return Components(recipe, advantage, loss, value, rule)
+    shapers = {
+        name: {k: v.value for k, v in t.items()} for name, t in recipe.reward_shaping.items()
+    }
+    for name, options in (shaping_overrides or {}).items():
+        shapers[name] = {**shapers.get(name, {}), **(options or {})}
+    shaping = [
+        _bound(
+            RewardShaping, reward_shapers, name, {}, options, f"{where}, reward shaping {name!r}"
+        )
+        for name, options in shapers.items()
+    ]
+    return Components(recipe, advantage, loss, value, rule, shaping)
 
 
 def _bound(

@@ -161,6 +161,11 @@ class TrainConfig(RunSchema):
         description="which groups/rows are trained on: all, dynamic_sampling, ... "
         "(None = the algorithm's: dynamic_sampling for dapo, all otherwise)",
     )
+    reward_shaping: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="reward shaping option overrides by shaper, e.g. {overlong: {L_max: 64, "
+        "L_cache: 16}} (the algorithm's shapers apply by default: dapo's overlong)",
+    )
     selection_options: dict[str, Any] = Field(
         default_factory=dict, description="selection option overrides (e.g. metric)"
     )

@@ -418,8 +418,10 @@ add(
             "drops groups whose accuracy is all equal, and stops once prompts_per_step groups "
             "are kept (TrainConfig max_gen_rounds, on_exhaust); every generated sample is "
             "charged to the run's budget. `selection=dynamic_sampling` adds it to any algorithm.",
-            "The language-model trainer does not apply the overlong reward shaping yet: with "
-            "max_new_tokens far below L_max − L_cache it would be 0 anyway.",
+            "Overlong shaping is added to the kept rows' rewards after the filter (which reads "
+            "the unshaped accuracy) and before the advantage. With the paper's L_max = 20480 "
+            "it is 0 at CPU lengths; scale it to the run, e.g. "
+            "reward_shaping='{overlong: {L_max: 64, L_cache: 16}}' for max_new_tokens=64.",
         ),
     )
 )

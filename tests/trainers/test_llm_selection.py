@@ -189,3 +189,31 @@ def test_vade_sampler_trains_and_resumes(small_model_dir, tmp_path):
     assert_same_metrics(straight.run_dir, first.run_dir)
     with pytest.raises(ConfigError, match="sampler"):
         config(small_model_dir, tmp_path / "c", sampler="best")
+
+
+def test_dapo_adds_the_overlong_penalty_after_the_filter(small_model_dir, tmp_path):
+    # max_new_tokens 8: with L_max 8 and L_cache 4, a response of L tokens gets
+    # (4 − L)/4 for 4 < L ≤ 8 and 0 up to 4 tokens (DAPO eq. 13, factor 1)
+    shaping = {"overlong": {"L_max": 8, "L_cache": 4}}
+    cfg = config(
+        small_model_dir,
+        tmp_path,
+        algo="dapo",
+        steps=2,
+        reward_shaping=shaping,
+        **reward(tmp_path, HALF, "half"),
+    )
+    train(cfg)
+    for r in train_rows(cfg):
+        assert r["reward/shaping"] < 0  # the untrained small model runs long
+        assert r["reward/mean"] == pytest.approx(0.5 + r["reward/shaping"], abs=1e-6)
+        assert r["ds/drop_all_wrong"] == 0  # the filter saw the unshaped reward
+    with pytest.raises(ValueError, match="L_cache"):
+        train(
+            cfg.model_copy(
+                update={
+                    "reward_shaping": {"overlong": {"L_cach": 4}},
+                    "run_dir": str(tmp_path / "r2"),
+                }
+            )
+        )

@@ -64,6 +64,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         loss_overrides=cfg.loss,
         selection=cfg.selection,
         selection_overrides=cfg.selection_options,
+        shaping_overrides=cfg.reward_shaping,
     )
     if parts.value is not None:
         raise ConfigError(
@@ -227,6 +228,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             t1 = time.perf_counter()
             spent["samples"] += collected.samples
             spent["tokens"] += info.generated_tokens
+            batch = _shape_rewards(batch, parts.shaping, cfg.max_new_tokens)
             if reference is not None and len(batch) > 0:
                 with torch.no_grad():
                     ref, _ = sequence_logprobs(
@@ -324,6 +326,20 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     run.write_summary(summary_table(cfg, before, after, rows, seconds, step, spent["samples"]))
     run.close()
     return TrainResult(str(run.dir), before, after, step, seconds)
+
+
+def _shape_rewards(batch, shapers, max_new_tokens: int):
+    """R_i += Σ shaping_i (e.g. DAPO's overlong penalty) on the kept rows, after the
+    selection filtered on the unshaped accuracy; the sum is kept as the reward part
+    `shaping`. A truncated row counts max_new_tokens, masked or not."""
+    if not shapers or len(batch) == 0:
+        return batch
+    lengths = batch.response_mask.sum(-1)
+    if batch.truncated is not None:
+        lengths = torch.where(batch.truncated, torch.tensor(float(max_new_tokens)), lengths)
+    extra = sum(shaper(lengths=lengths) for shaper in shapers).to(batch.rewards.dtype)
+    parts = {**batch.reward_parts, "shaping": extra}
+    return batch.replace(rewards=batch.rewards + extra, reward_parts=parts)
 
 
 def _keep_all(batch) -> Selection:

@@ -119,4 +119,3 @@ def micro_batches(group_ids: torch.Tensor, rows: int) -> list[torch.Tensor]:
     if current:
         out.append(torch.tensor(current))
     return out
-
