@@ -6,3 +6,95 @@ the others."""
 from __future__ import annotations
 
 from policylab.recipes import Recipe, S, add, get  # noqa: F401
+
+# ---- RPG (spec §3): one recipe per regulariser of the differentiable form, and the
+# REINFORCE form with RPG-style clip; the rest of the run is DAPO's (dynamic sampling).
+_RPG_PAPER = (
+    "Zhang et al. 2025, On the Design of KL-Regularized Policy Gradient Algorithms for LLM "
+    "Reasoning, arXiv:2505.17508"
+)
+_RPG_K = {
+    "forward": "k_FKL = −log w",
+    "reverse": "k_RKL = w·log w",
+    "unnorm_forward": "k_UFKL = w − log w − 1",
+    "unnorm_reverse": "k_URKL = w·(log w − 1) + 1",
+}
+_RPG_C = {
+    "forward": "C = β",
+    "reverse": "C = −β·w̄·(log w̄ + 1)",
+    "unnorm_forward": "C = β·(1 − w̄)",
+    "unnorm_reverse": "C = −β·w̄·log w̄",
+}
+
+
+def _rpg(name: str, kl: str, form: str, title: str) -> Recipe:
+    if form == "surrogate":
+        loss_line = (
+            "L = max(−A·w, −A·clip(w, 1−ε_low, 1+ε_high)); L ← min(L, −c·A) where A < 0\n"
+            f"loss = token-mean(L) + β·token-mean({_RPG_K[kl]})   (π_ref = π_old)"
+        )
+    else:
+        loss_line = (
+            f"W = w·A + C, {_RPG_C[kl]}, w̄ = clip(w);  A′ = A + C/w   (π_ref = π_old)\n"
+            "loss = token-mean(−sg(W)·logp) on tokens with A′ ≥ 0 ∧ w < 1+ε_high or "
+            "A′ < 0 ∧ 1−ε_low < w < c"
+        )
+    kl_source = (
+        "[ours] the paper compares all four regularisers and names no default; reverse KL is "
+        "the usual E[R] − β·KL(πθ‖π_ref)"
+        if name in ("rpg", "rpg_reinforce")
+        else "[paper §3.1, Table 1; App. E, Table 4] the regulariser this recipe names"
+    )
+    return Recipe(
+        name=name,
+        title=title,
+        paper=_RPG_PAPER,
+        formula=f"A_i = R_i − mean_g R;  w = exp(logp − old_logp)\n{loss_line}",
+        advantage="dr_grpo",
+        loss="rpg",
+        loss_options={
+            "kl": S(kl, kl_source),
+            "form": S(
+                form,
+                "[code RPG core_algos.compute_policy_loss + kl_penalty] the form the released "
+                "code runs"
+                if form == "surrogate"
+                else "[paper §4.1, Eq. 4.1, App. G.2 Alg. 2] REINFORCE with RPG-style clip "
+                "(unwired in the released code)",
+            ),
+            "beta": S(1e-4, "[paper App. H; code RPG scripts kl_loss_coef=1e-4]"),
+            "eps_low": S(0.2, "[paper §5, App. H; code RPG scripts]"),
+            "eps_high": S(0.28, "[paper §5, App. H; code RPG scripts] clip-higher"),
+            "dual_clip_c": S(10.0, "[code RPG scripts clip_ratio_c=10.0] the paper gives none"),
+            "reference": S(
+                "old", "[code RPG scripts use_iterative_ref_model=True] π_ref = π_old each step"
+            ),
+            "loss_agg_mode": S("token-mean", "[code RPG scripts loss_agg_mode=token-mean]"),
+        },
+        selection="dynamic_sampling",
+        selection_options={
+            "metric": S(None, "[paper App. H; code RPG scripts] DAPO's accuracy filter"),
+        },
+        training={
+            "samples_per_prompt": S(16, "[paper App. H] 16 responses per prompt"),
+            "prompts_per_step": S(512, "[paper App. H] 512 prompts per step"),
+            "lr": S(1e-6 if form == "surrogate" else 5e-7, "[code RPG 7b scripts] 7B model"),
+            "warmup_steps": S(10, "[paper App. H] 10 warm-up steps"),
+            "max_gen_rounds": S(
+                20, "[paper App. H; code RPG scripts] at most 20 generation batches"
+            ),
+        },
+        notes=(
+            "RPG's advantage is R − group mean with A = R for a singleton group "
+            "[code compute_rpg_outcome_advantage]; dr_grpo gives a singleton 0 (equal for G ≥ 2).",
+            "`reference='ref'` switches to a frozen reference (needs ref_logprobs; the trainer "
+            "loads a reference model only when kl_coef > 0).",
+        ),
+    )
+
+
+add(_rpg("rpg", "reverse", "surrogate", "RPG, fully differentiable, reverse KL"))
+add(_rpg("rpg_fkl", "forward", "surrogate", "RPG, fully differentiable, forward KL"))
+add(_rpg("rpg_ufkl", "unnorm_forward", "surrogate", "RPG, fully differentiable, unnormalised FKL"))
+add(_rpg("rpg_urkl", "unnorm_reverse", "surrogate", "RPG, fully differentiable, unnormalised RKL"))
+add(_rpg("rpg_reinforce", "reverse", "reinforce", "RPG-REINFORCE with RPG-style clip, reverse KL"))

@@ -380,3 +380,8 @@ def reinforce_loss(
     return add_kl_term(
         _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
     )
+
+
+# RPG's losses live in their own module (issue #8); importing it here registers them
+# whenever the registry is used.
+from policylab.algebra import rpg as _rpg  # noqa: E402, F401
