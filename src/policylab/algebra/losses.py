@@ -380,3 +380,8 @@ def reinforce_loss(
     return add_kl_term(
         _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
     )
+
+
+# the losses that read whole groups (Reg-GRPO, PACS, P3O) register themselves into
+# policy_losses on import; imported here so every user of the registry sees them
+from policylab.algebra import group_losses as _group_losses  # noqa: E402, F401
