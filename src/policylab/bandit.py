@@ -84,8 +84,11 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
             if parts.value is not None:
                 returns = value_targets(batch, _gae_options(parts.advantage.options))
         for _ in range(cfg.epochs):
-            order = torch.randperm(B, generator=gen)
-            for rows in order.chunk(cfg.minibatches):
+            # minibatches of whole groups, as the language-model trainer: a loss that
+            # reads its group (P3O, PACS) sees all of it
+            order = torch.randperm(P, generator=gen)
+            for groups in order.chunk(cfg.minibatches):
+                rows = torch.isin(group_ids, groups).nonzero(as_tuple=True)[0]
                 logp = torch.log_softmax(logits, dim=0)[actions[rows]].unsqueeze(-1)
                 loss, _ = parts.loss(
                     logprobs=logp,
@@ -93,6 +96,7 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
                     advantages=adv[rows],
                     response_mask=mask[rows],
                     ref_logprobs=batch.ref_logprobs[rows],
+                    rollouts=batch.select(rows),
                 )
                 if parts.value is not None:
                     v_loss, _ = parts.value(

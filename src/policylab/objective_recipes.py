@@ -98,3 +98,105 @@ add(_rpg("rpg_fkl", "forward", "surrogate", "RPG, fully differentiable, forward 
 add(_rpg("rpg_ufkl", "unnorm_forward", "surrogate", "RPG, fully differentiable, unnormalised FKL"))
 add(_rpg("rpg_urkl", "unnorm_reverse", "surrogate", "RPG, fully differentiable, unnormalised RKL"))
 add(_rpg("rpg_reinforce", "reverse", "reinforce", "RPG-REINFORCE with RPG-style clip, reverse KL"))
+
+# ---- losses that read the whole group (algebra/group_losses.py) ----------------------------
+add(
+    Recipe(
+        name="reg_grpo",
+        title="Regressive GRPO (DeepVideo-R1)",
+        paper="Park et al. 2025, DeepVideo-R1, arXiv:2506.07464",
+        formula=(
+            "Â = (R − μ_R)/(σ_R + ε_A);  ρ_i = Σ_t m·(logp − old_logp);  "
+            "Â_θ = (ρ − μ_ρ)/sqrt(var(ρ) + ε_ρ) in the group\n"
+            "L = mean_i (Â_i − Â_θ,i)² + β·k3(logp, ref_logp)  (no clip, no min)"
+        ),
+        advantage="grpo",
+        loss="reg_grpo",
+        advantage_options={
+            "scale": S("group", "[paper Eq. 5] reward standardised within the group"),
+            "eps": S(1e-4, "[ours] ε_A of TRL's GRPO, which the authors built on (spec §5.1)"),
+        },
+        loss_options={
+            "loss_agg_mode": S(
+                "seq-mean-token-mean", "[paper Eq. 8] mean over the group's responses"
+            ),
+            "eps_rho": S(1e-8, "[ours] keeps σ_ρ > 0 when all ρ are equal (spec §5.1)"),
+            "kl_estimator": S("k3", "[ours] GRPO's k3 per token (spec §5.1)"),
+            "kl_coef": S(0.1, "[paper App. C.1] β = 0.1 (SEED-Bench-R1)"),
+        },
+        training={"samples_per_prompt": S(8, "[paper App. C.1] G = 8")},
+        notes=(
+            "The paper's difficulty-aware prompt augmentation (§3.3) is not part of this "
+            "recipe: it needs a sampler that rewrites prompts.",
+            "Global grad-norm clipping matters: on the first step of a rollout ρ = 0 and the "
+            "gradient is of order 1/sqrt(ε_ρ) (spec §5.3).",
+        ),
+    )
+)
+
+add(
+    Recipe(
+        name="pacs",
+        title="PACS: implicit actor-critic coupling via supervised learning",
+        paper="Li et al. 2025, arXiv:2509.02522 (code ritzz-ai/PACS)",
+        formula=(
+            "q = β·Σ_t m·(logp − old_logp);  ψ_i = q_i − mean_{j∈g, j≠i} q_j;  y = R ∈ {0, 1}\n"
+            "L = mean_i cw_i·BCE(σ(ψ_i), y_i),  cw balanced per group"
+        ),
+        # PACS's loss reads the rewards as labels, not the advantages; rloo is the code's
+        # adv_estimator (applied to q inside the loss) and gives the logged advantage the same
+        # leave-one-out meaning for the label.
+        advantage="rloo",
+        loss="pacs",
+        loss_options={
+            "loss_agg_mode": S(
+                "seq-mean-token-mean", "[code pacs_core_algos.py] BCEWithLogitsLoss mean over rows"
+            ),
+            "beta": S(1.0, "[code scripts/pacs/pacs_beta_1.0.sh] β = 1"),
+            "score": S("log_ratio", "[code scripts] reward_method=1, log-ratio to old"),
+            "centring": S("rloo", "[code scripts] adv_estimator=rloo"),
+            "class_weight": S("question", "[code scripts] use_weight, weight_mode=question"),
+            "kl_coef": S(0.0, "[code scripts] no KL"),
+        },
+        training={
+            "samples_per_prompt": S(8, "[code scripts] rollout.n = 8"),
+            "epochs": S(1, "[code scripts] one PPO epoch"),
+            "lr": S(1e-6, "[code scripts] lr 1e-6"),
+        },
+        notes=(
+            "Rewards must be 0/1 (or in [0, 1]) labels; the micro-batch must hold whole groups.",
+        ),
+    )
+)
+
+add(
+    Recipe(
+        name="p3o",
+        title="Pairwise Proximal Policy Optimization",
+        paper="Wu et al. 2023, P3O, arXiv:2310.00212",
+        formula=(
+            "δ_ij = ½(R̃_i − R̃_j), R̃ = R − β·Σ_t(old_logp − ref_logp);  "
+            "ρ_k = exp(Σ_t m·(logp − old_logp))\n"
+            "joint: J = |δ_ij|·min(ρ_w/ρ_l, clip(ρ_w/ρ_l, 1−ε, 1+ε));  L = −mean_pairs J"
+        ),
+        # dr_grpo gives A = R̃ − mean_g R̃, so ½(A_i − A_j) is exactly the paper's half gap of
+        # the KL-penalised trajectory reward (gap="advantages"), and its kl_coef places the KL
+        # in the reward as the paper does (P Eq. 2).
+        advantage="dr_grpo",
+        loss="p3o",
+        advantage_options={
+            "kl_coef": S(0.05, "[ours] placeholder β_KL, the paper's value was not recovered"),
+            "kl_estimator": S("k1", "[paper Eq. 2] trajectory KL Σ_t(old_logp − ref_logp)"),
+        },
+        loss_options={
+            "gap": S("advantages", "[paper Eq. 6] half the gap of the KL-penalised reward"),
+            "clip": S("joint", "[ours] V2, the paper reports it more stable (§4.2)"),
+            "eps_low": S(0.2, "[ours] PPO default; the paper's value was not recovered"),
+            "eps_high": S(0.2, "[ours] PPO default; the paper's value was not recovered"),
+            "pairing": S("all", "[ours] the paper samples 2 per prompt; all pairs for G > 2"),
+            "loss_agg_mode": S("seq-mean-token-mean", "[ours] mean over pairs"),
+        },
+        training={"samples_per_prompt": S(2, "[paper §4] two responses per prompt")},
+        notes=("The clipped forms V1/V2 are inferred from summaries of the paper (spec §11).",),
+    )
+)

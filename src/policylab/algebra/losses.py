@@ -382,6 +382,8 @@ def reinforce_loss(
     )
 
 
-# RPG's losses live in their own module (issue #8); importing it here registers them
-# whenever the registry is used.
+# the objective methods' losses (issue #8) live in their own modules and register
+# themselves into policy_losses on import: RPG, and the losses that read whole groups
+# (Reg-GRPO, PACS, P3O)
+from policylab.algebra import group_losses as _group_losses  # noqa: E402, F401
 from policylab.algebra import rpg as _rpg  # noqa: E402, F401
