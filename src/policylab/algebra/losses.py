@@ -382,6 +382,7 @@ def reinforce_loss(
     )
 
 
-# RPG's losses live in their own module (issue #8); importing it here registers them
-# whenever the registry is used.
+# Losses in their own modules (issue #8) register on import; importing them here registers
+# them whenever the registry is used.
+from policylab.algebra import copo as _copo  # noqa: E402, F401
 from policylab.algebra import rpg as _rpg  # noqa: E402, F401
