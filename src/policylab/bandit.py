@@ -78,6 +78,9 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
                 logprobs=log_pi[actions].unsqueeze(-1),
                 ref_logprobs=reference[actions].unsqueeze(-1),
                 values=value.detach().expand(B, 1).clone(),
+                # what EMPG and COPO read: the policy's entropy, and the arm as the "answer"
+                entropy=(-(log_pi.exp() * log_pi).sum()).expand(B, 1).clone(),
+                extras={"answers": [str(int(a)) for a in actions]},
             )
             adv = parts.advantage(batch)
             returns = None

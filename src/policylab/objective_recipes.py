@@ -200,3 +200,84 @@ add(
         notes=("The clipped forms V1/V2 are inferred from summaries of the paper (spec §11).",),
     )
 )
+
+# ---- EMPG and COPO (spec §12, §13) ------------------------------------------------------------
+add(
+    Recipe(
+        name="empg",
+        title="Entropy-Modulated Policy Gradients",
+        paper="Wang et al. 2025, EMPG, arXiv:2509.09265 (formulas as read by ARLArena App. A.3.2)",
+        formula=(
+            "H_{i,k} = mean_{t∈step k} H[i,t];  H̃ = (H − min)/(max − min + ε) over all steps\n"
+            "g = exp(−k_s·H̃)/mean exp(−k_s·H̃);  f = exp(−k_f·H̃_{k+1}) (0 for a last step)\n"
+            "A_mod = g·A_i^GRPO + ζ·f;  A = A_mod − mean_steps(A_mod) on the step's tokens\n"
+            "L = max(−A·r, −A·clip(r, 1−ε_low, 1+ε_high)),  r = exp(logp − old_logp)"
+        ),
+        advantage="empg",
+        loss="ppo_clip",
+        advantage_options={
+            "k_s": S(1.0, "[paper eq. S22 via ARLArena Table S1] k = 1.0 (grid search)"),
+            "k_f": S(1.0, "[paper eq. S23 via ARLArena Table S1] k' = 1.0"),
+            "zeta": S(0.05, "[paper eq. S21 via ARLArena Table S1] ζ = 0.05; one reimpl. uses 0.1"),
+            "entropy_eps": S(1e-8, "[code ARLArena compute_EMPG_advantage] ε = 1e-8 (Eq. 12)"),
+            "scale": S("group", "[paper §4] base advantage GRPO (the paper also runs DAPO)"),
+            "eps": S(1e-6, "[code verl] GRPO epsilon 1e-6"),
+        },
+        loss_options={
+            "eps_low": S(0.2, "[ours] PPO/GRPO default clip; the paper's value not read"),
+            "eps_high": S(0.2, "[ours] PPO/GRPO default clip; the paper's value not read"),
+            "loss_agg_mode": S("token-mean", "[ours] verl default; the paper's not read"),
+        },
+        notes=(
+            "Needs the sampling policy's per-token entropy (Rollouts.entropy) and, for more "
+            "than one step per response, Rollouts.segment_ids (e.g. "
+            "segment_ids_from_newlines); without them each response is one step [ours].",
+        ),
+    )
+)
+
+add(
+    Recipe(
+        name="copo",
+        title="Consistency-Aware Policy Optimization",
+        paper="Han et al. 2025, COPO, arXiv:2508.04138 (code hijih/copo-code)",
+        formula=(
+            "A^loc_i = (R_i − mean_q R)/(std_q R + ε);  A^glob_q = mean_q R, standardised\n"
+            "H_q = −Σ_a p_a log2 p_a over the group's final answers;  w_q = σ(γ(H_q − ρ))\n"
+            "w_i = w_q·1[R_i ≠ 0] (soft_with_zero) or w_q·1[A^loc_i ≠ 0] (soft_with_forced)\n"
+            "L = w_i·L_dualclip(A^loc) + (1 − w_i)·L_dualclip(A^glob), same ratio r"
+        ),
+        advantage="copo",
+        loss="copo_blend",
+        advantage_options={
+            "eps": S(
+                1e-6, "[code core_algos.py compute_grpo_outcome_advantage_with_global] epsilon=1e-6"
+            ),
+            "consistency_coef": S(False, "[code run_copo.sh] reward_coef_flg off"),
+        },
+        loss_options={
+            "gamma": S(5.0, "[code run_copo.sh] k=5 (paper sweep reportedly best at γ=20, ρ=1.5)"),
+            "rho": S(1.0, "[code run_copo.sh] b=1"),
+            "mode": S(
+                "soft_with_zero", "[code README] 'soft-with-zero' represents our COPO method"
+            ),
+            "eps_low": S(0.2, "[code run_copo.sh] clip range 0.2"),
+            "eps_high": S(0.2, "[code run_copo.sh] clip range 0.2 (no clip-higher)"),
+            "dual_clip_c": S(
+                3.0,
+                "[code compute_policy_loss_with_global] clip_ratio_c=3.0 on both losses",
+            ),
+            "loss_agg_mode": S("seq-mean-token-mean", "[code run_copo.sh] seq-mean-token-mean"),
+            "kl_coef": S(0.0, "[code run_copo.sh] no KL loss"),
+        },
+        training={
+            "samples_per_prompt": S(6, "[code run_copo.sh] 6 responses per prompt"),
+            "prompts_per_step": S(512, "[code run_copo.sh] 512 prompts per batch"),
+            "lr": S(1e-6, "[code run_copo.sh] actor lr 1e-6"),
+        },
+        notes=(
+            'Needs rollouts.extras["answers"] (each row\'s extracted final answer) for the '
+            "estimator, and the micro-batch's Rollouts passed to the loss as rollouts= .",
+        ),
+    )
+)

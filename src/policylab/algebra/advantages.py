@@ -377,3 +377,9 @@ def gae_returns(
     """Value targets of GAE: ret = Â + V (not whitened), 0 where the mask is 0."""
     _, returns = _backward_discounted(token_rewards, values, response_mask, gamma, lam)
     return returns
+
+
+# Estimators in their own modules register on import; importing them here means they are
+# registered whenever this registry is.
+from policylab.algebra import copo as _copo  # noqa: E402, F401
+from policylab.algebra import empg as _empg  # noqa: E402, F401
