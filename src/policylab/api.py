@@ -155,6 +155,12 @@ class AdvantageEstimator:
         adv = self.fn(batch, self.options)
         return adv[:, 0] if per_row else adv
 
+    def metrics(self, rollouts: Rollouts) -> dict[str, float]:
+        """The estimator's own diagnostics on `rollouts` (e.g. `empg/*`), for estimators
+        that report some through a `metrics(rollouts, options)` attribute; else {}."""
+        report = getattr(self.fn, "metrics", None)
+        return report(rollouts, self.options) if report is not None else {}
+
     def __repr__(self) -> str:
         return f"advantages({self.name!r}, {self.options})"
 

@@ -33,11 +33,12 @@ ALGOS = [a for a in policylab.list_algorithms() if recipes.get(a).value_loss is 
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_two_steps_change_every_parameter(small_model_dir, tmp_path, algo):
-    # A reward that always varies within a group, so no algorithm sees zero advantages.
+    # A 0/1 reward (PACS reads it as a label) that varies within groups, so no algorithm
+    # sees only zero advantages.
     rewards = tmp_path / "length.py"
     rewards.write_text(
         "def length(prompts, completions, **kw):\n"
-        "    return [float(len(c) % 5) for c in completions]\n"
+        "    return [float(len(c) % 2) for c in completions]\n"
     )
     cfg = config(small_model_dir, tmp_path, algo=algo, steps=2, rewards={f"{rewards}:length": 1.0})
     before, _ = load_model(small_model_dir)

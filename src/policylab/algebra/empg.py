@@ -211,3 +211,7 @@ def empg_advantages(rollouts: Rollouts, cfg: EMPGOptions) -> torch.Tensor:
     ζ = 0.05, ε = 1e-8 (ARLArena Table S1; paper values not read). Rows with a NaN reward
     get A = 0 and stay out of the statistics [ours]. Returns A [B, T]."""
     return empg_details(rollouts, cfg).advantages
+
+
+# the trainer logs these beside its adv/ metrics (AdvantageEstimator.metrics)
+empg_advantages.metrics = lambda rollouts, cfg: empg_details(rollouts, cfg).metrics()

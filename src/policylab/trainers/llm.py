@@ -244,6 +244,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             # a step that kept no group (on_exhaust=train_partial) makes no update
             kept = len(batch) > 0
             advantages = parts.advantage(batch) if kept else batch.response_mask.float()
+            adv_metrics = parts.advantage.metrics(batch) if kept else {}
             scored, chosen = (batch, advantages), None
             if kept and parts.selection.stage == "advantages":  # D³S: rows and tokens
                 chosen = parts.selection(
@@ -274,7 +275,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             metrics = _step_metrics(*scored, info, learn, scheduler, t0, t1, t2, t3)
             if parts.selection.stage == "rollouts" and parts.selection.name != "all":
                 metrics.update(collected.metrics)
-            metrics.update(chosen.metrics if chosen else {})
+            metrics.update({**adv_metrics, **(chosen.metrics if chosen else {})})
             metrics.update({**sampler.metrics(), **refreshed})
             metrics.update({"budget/samples": spent["samples"], "budget/tokens": spent["tokens"]})
             run.log(step, metrics)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from policylab.algebra.empg import segment_ids_from_newlines
 from policylab.algebra.selection import accuracy
 from policylab.engines import Engine, Sampling
 from policylab.evaluate import prompt_ids as tokenize_prompts
@@ -45,6 +46,16 @@ class RolloutInfo:
             sum(info.generate_s for info in infos),
             sum(info.score_s for info in infos),
         )
+
+
+def newline_ids(tokenizer) -> list[int]:
+    """Ids of every token whose text contains a line break (computed once per tokenizer)."""
+    cached = getattr(tokenizer, "_policylab_newline_ids", None)
+    if cached is None:
+        vocab = tokenizer.get_vocab().values()
+        cached = [i for i in vocab if "\n" in tokenizer.decode([i])]
+        tokenizer._policylab_newline_ids = cached
+    return cached
 
 
 def rollout(
@@ -79,6 +90,8 @@ def rollout(
     rewards = torch.tensor(scored.total, dtype=torch.float32)
     batch = Rollouts(
         rewards=rewards,
+        # steps = lines (EMPG's per-step entropy, BCPG-NSA's judged steps)
+        segment_ids=segment_ids_from_newlines(gen.response_ids, newline_ids(tokenizer)),
         response_mask=mask,
         group_ids=torch.arange(len(prompts)).repeat_interleave(n),
         response_ids=gen.response_ids,
