@@ -281,3 +281,51 @@ add(
         ),
     )
 )
+
+add(
+    Recipe(
+        name="bcpg_nsa",
+        title="BCPG-NSA (behaviour-constrained offline PG with negative sample augmentation)",
+        paper="Yang et al. 2025, Unearthing Gems from Stones, arXiv:2505.14403",
+        formula=(
+            "R̄ = mean_g R;  Δ^ref_i = Σ_t m·(logp − ref_logp)\n"
+            "J = (1/G)Σ_i (1/|o_i|)[Σ_t m·logp·β_{i,t}·(R_i − R̄) − (τ/2)(Δ^ref_i)²],  L = −J\n"
+            "β_{i,t} = β on tokens of a step judged correct (J1 ∧ J2) in a wrong answer, else 1"
+        ),
+        advantage="dr_grpo",
+        loss="bcpg",
+        loss_options={
+            "beta": S(0.5, "[paper Table 3, §6.2] β = 0.5; valid in [−1, 1], gains down to −0.5"),
+            "tau": S(1e-3, "[paper App. C, Table 8] behaviour-constraint coefficient τ = 1e-3"),
+            "loss_agg_mode": S(
+                "seq-mean-token-mean", "[paper Eq. 6] (1/G)Σ_i (1/|o_i|)[…], constraint included"
+            ),
+        },
+        training={
+            "samples_per_prompt": S(32, "[paper §5.1] 32 responses per question"),
+            "temperature": S(0.7, "[paper §5.1] sampled at temperature 0.7"),
+            "epochs": S(8, "[paper App. C, Table 8] 8 epochs over the fixed offline set"),
+            "lr": S(5e-7, "[paper App. C, Table 8] lr 5e-7, decayed to 2.5e-7 (7B model)"),
+            "lr_final": S(2.5e-7, "[paper App. C, Table 8] final lr 2.5e-7"),
+            "batch_size": S(512, "[paper App. C, Table 8] batch 512"),
+            "max_seq_len": S(32768, "[paper App. C, Table 8] sequence length 32k"),
+            "mixed_outcome_only": S(
+                True,
+                "[paper §5.1, App. C] questions whose responses are all right or all wrong dropped",
+            ),
+        },
+        notes=(
+            "Offline: the training set is sampled once from the initial policy (the behaviour "
+            "and reference model), verified, filtered to mixed-outcome prompts and trained on "
+            "for several epochs; the language-model trainer's offline data flow is wired "
+            "separately (issue #8).",
+            "The loss computes R − R̄ itself from rollouts.rewards and group_ids (whole groups "
+            "per micro-batch); the dr_grpo advantage (the same R − R̄) is computed for logging "
+            "only. The loss needs ref_logprobs (the initial policy), rollouts.segment_ids and "
+            "extras['step_correct'] (β ≠ 1).",
+            "Step labels on countdown: tasks/countdown_steps.py (newline steps; J1 local "
+            "validity ∧ J2 target still reachable, in place of the paper's LLM judge and PRM, "
+            "spec §15.5).",
+        ),
+    )
+)

@@ -384,7 +384,8 @@ def reinforce_loss(
 
 # the objective methods' losses (issue #8) live in their own modules and register
 # themselves into policy_losses on import: RPG, COPO's blend, and the losses that read
-# whole groups (Reg-GRPO, PACS, P3O)
+# whole groups (Reg-GRPO, PACS, P3O), BCPG-NSA
+from policylab.algebra import bcpg as _bcpg  # noqa: E402, F401
 from policylab.algebra import copo as _copo  # noqa: E402, F401
 from policylab.algebra import group_losses as _group_losses  # noqa: E402, F401
 from policylab.algebra import rpg as _rpg  # noqa: E402, F401
