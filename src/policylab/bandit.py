@@ -78,9 +78,11 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
                 logprobs=log_pi[actions].unsqueeze(-1),
                 ref_logprobs=reference[actions].unsqueeze(-1),
                 values=value.detach().expand(B, 1).clone(),
-                # what EMPG and COPO read: the policy's entropy, and the arm as the "answer"
+                # what EMPG and COPO read: the policy's entropy, and the arm as the "answer";
+                # an action is one step-less token, so BCPG-NSA weights nothing
                 entropy=(-(log_pi.exp() * log_pi).sum()).expand(B, 1).clone(),
-                extras={"answers": [str(int(a)) for a in actions]},
+                segment_ids=torch.full((B, 1), -1),
+                extras={"answers": [str(int(a)) for a in actions], "step_correct": [[]] * B},
             )
             adv = parts.advantage(batch)
             returns = None

@@ -192,6 +192,13 @@ class TrainConfig(RunSchema):
         default_factory=dict,
         description="prompt sampler option overrides (e.g. every, n_score for vas)",
     )
+    offline_prompts: int = Field(
+        0,
+        ge=0,
+        description="0 = online RL; N > 0 = offline (BCPG-NSA, papers §15): sample G "
+        "completions of N prompts once from the initial policy, keep mixed-outcome groups, "
+        "train on them for the whole run (only that pass counts against max_samples)",
+    )
     max_samples: int = Field(
         0,
         ge=0,
@@ -231,6 +238,12 @@ class TrainConfig(RunSchema):
 
     @model_validator(mode="after")
     def _sizes(self) -> TrainConfig:
+        if self.offline_prompts and self.sampler not in (None, "uniform"):
+            raise ValueError(
+                f"sampler={self.sampler} chooses prompts to generate for; offline data "
+                f"(offline_prompts={self.offline_prompts}) is sampled once, so use the uniform "
+                "sampler (its epochs run over the stored groups)"
+            )
         rows = self.prompts_per_step * self.samples_per_prompt
         if self.prompts_per_step % self.minibatches:
             valid = [

@@ -74,6 +74,14 @@ class BCPGOptions(LossOptions):
     )
     tau: float = option(1e-3, "τ of the constraint (τ/2)(Σ_t logp − ref_logp)² (P App. C, Table 8)")
 
+    @property
+    def needs_reference(self) -> bool:
+        return True  # the behaviour constraint is to the reference (initial) policy
+
+    @property
+    def needs_step_labels(self) -> bool:
+        return self.beta != 1.0
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check_range("bcpg", "beta", self.beta, low=-1.0, high=1.0)

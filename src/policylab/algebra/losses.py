@@ -40,6 +40,11 @@ class LossOptions:
     )
     kl_coef: float = option(0.0, "β of the KL term in the loss (0 = no reference model needed)")
 
+    @property
+    def needs_reference(self) -> bool:
+        """Whether the loss reads ref_logprobs (the trainer then loads a reference model)."""
+        return self.kl_coef > 0
+
     def __post_init__(self) -> None:
         owner = type(self).__name__
         check_choice(owner, "loss_agg_mode", self.loss_agg_mode, AGG_MODES)

@@ -89,6 +89,10 @@ class RPGOptions(LossOptions):
         "'ref': a frozen reference, needs ref_logprobs ([ours] importance-weighted)",
     )
 
+    @property
+    def needs_reference(self) -> bool:
+        return self.reference == "ref" or self.kl_coef > 0
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("rpg", "kl", self.kl, KLS)

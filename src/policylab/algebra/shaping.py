@@ -9,6 +9,7 @@ import torch
 
 from policylab.algebra.options import check_range, option
 from policylab.registry import Registry
+from policylab.rollouts import Rollouts
 
 reward_shapers: Registry = Registry("reward shaping")
 
@@ -37,3 +38,17 @@ def overlong_penalty(cfg: OverlongOptions, *, lengths: torch.Tensor) -> torch.Te
     soft_start = cfg.L_max - cfg.L_cache
     penalty = (soft_start - lengths) / cfg.L_cache * cfg.factor
     return penalty.clamp(min=-cfg.factor, max=0.0)
+
+
+def shape_rewards(batch: Rollouts, shapers, max_new_tokens: int) -> Rollouts:
+    """R_i += Σ shaping_i (e.g. DAPO's overlong penalty) on the kept rows, after the
+    selection filtered on the unshaped accuracy; the sum is kept as the reward part
+    `shaping`. A truncated row counts max_new_tokens, masked or not."""
+    if not shapers or len(batch) == 0:
+        return batch
+    lengths = batch.response_mask.sum(-1)
+    if batch.truncated is not None:
+        lengths = torch.where(batch.truncated, torch.tensor(float(max_new_tokens)), lengths)
+    extra = sum(shaper(lengths=lengths) for shaper in shapers).to(batch.rewards.dtype)
+    parts = {**batch.reward_parts, "shaping": extra}
+    return batch.replace(rewards=batch.rewards + extra, reward_parts=parts)

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from policylab.tasks.base import Task, check_int
+from policylab.tasks.countdown_steps import countdown_step_labels
 from policylab.tasks.expression import evaluate
 
 # A partial expression: (value, text, precedence); precedence 1 for + -, 2 for * /, 3 atom.
@@ -120,6 +121,11 @@ class Countdown(Task):
             return None
         prompt = f"{' '.join(map(str, numbers))} -> {target}:"
         return {"prompt": prompt, "numbers": numbers, "target": target}
+
+    def step_labels(self, pieces: list[str], example: dict) -> tuple[list[bool], list[int]]:
+        """BCPG-NSA's step judge (countdown_steps.py): each `a op b = c` line's label
+        (locally valid ∧ target still reachable) and each token's step index (−1 outside)."""
+        return countdown_step_labels(pieces, example)
 
     def _answer(self, example: dict) -> str:
         answer = solve(example["numbers"], example["target"])

@@ -23,14 +23,16 @@ from policylab import rewards, tasks
 from policylab.algebra.advantages import group_stats
 from policylab.algebra.capo import CurvatureState
 from policylab.algebra.selection import AllOptions, Selection, select_all
+from policylab.algebra.shaping import shape_rewards
 from policylab.api import components
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
-from policylab.samplers import sampler_for
+from policylab.samplers import UniformSampler, sampler_for
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar
+from policylab.workflows.offline import label_steps, offline_set
 from policylab.workflows.rounds import collect_groups
 from policylab.workflows.single_turn import rollout, score_prompts
 
@@ -89,6 +91,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
         seed=cfg.seed,
     )
+    if cfg.offline_prompts > len(pool):
+        raise ConfigError(
+            f"offline_prompts = {cfg.offline_prompts} exceeds the {len(pool)} training prompts "
+            f"of {task.name} (train_pool = {cfg.train_pool})"
+        )
     # the sampler's options are checked before any model loads or any folder is made
     sampler_name, sampler_options, sampler = sampler_for(
         cfg.algo, cfg.sampler, cfg.sampler_options, len(pool), cfg.seed
@@ -97,7 +104,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_model(cfg.model)
-    needs_ref = parts.loss.options.kl_coef > 0 or parts.advantage.options.kl_coef > 0
+    needs_ref = parts.loss.options.needs_reference or parts.advantage.options.kl_coef > 0
     reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
     engine = HFEngine(model, tokenizer)
     sampling = Sampling(
@@ -108,6 +115,23 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         stop_strings=tuple(cfg.stop_strings),
     )
     generator = torch.Generator().manual_seed(cfg.seed)
+
+    def sample_round(examples):
+        """G completions of each example → rewards (→ step labels, when the loss reads them)."""
+        batch, info = rollout(
+            examples,
+            engine,
+            tokenizer,
+            sampling,
+            cfg.samples_per_prompt,
+            reward_fn,
+            generator=generator,
+            mask_truncated=cfg.mask_truncated,
+        )
+        if needs_labels:
+            batch = label_steps(batch, examples, tokenizer, judge)
+        return batch, info
+
     # CAPO's model of the optimiser: Adam moments of the LM head rows, checkpointed
     capo = parts.selection.name == "capo"
     curvature = CurvatureState.from_options(parts.selection.options) if capo else None
@@ -118,6 +142,14 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     # what the run has spent: every generated sample and token counts, kept or not (the
     # arena's budget); wall-clock carried over a resume
     start_step, evals, spent, elapsed = 0, [], {"samples": 0, "tokens": 0}, 0.0
+    # BCPG-NSA's step labels (β ≠ 1): the task's step judge, if it has one
+    judge = getattr(task, "step_labels", None)
+    needs_labels = getattr(parts.loss.options, "needs_step_labels", False)
+    if needs_labels and judge is None:
+        log.warning("%s has no step judge: no step is labelled, so NSA weights nothing", task)
+    offline = offline_set(cfg, run.dir, pool, sample_round, spent) if cfg.offline_prompts else None
+    if offline is not None:  # the run draws stored groups, in seeded epochs
+        sampler = UniformSampler(offline.groups, seed=cfg.seed)
     restored = run.load_checkpoint() if resume else None
     if restored is not None:
         path, state = restored
@@ -149,19 +181,12 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         return scores
 
     def generate_round():
-        """One round: prompts_per_step prompts → G completions each → rewards."""
+        """One round: prompts_per_step prompts → G completions each → rewards (or, with
+        offline data, prompts_per_step stored groups)."""
         indices = sampler.sample(cfg.prompts_per_step)
-        batch, info = rollout(
-            [pool[i] for i in indices],
-            engine,
-            tokenizer,
-            sampling,
-            cfg.samples_per_prompt,
-            reward_fn,
-            generator=generator,
-            mask_truncated=cfg.mask_truncated,
-        )
-        return indices, batch, info
+        if offline is not None:
+            return offline.draw(indices)
+        return (indices, *sample_round([pool[i] for i in indices]))
 
     def refresh_sampler(done: int) -> dict[str, float]:
         """VAS's scoring pass when due: n_score fresh completions of the prompts it asks
@@ -188,8 +213,8 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             "vas/refresh_samples": float(correct.numel()),
         }
 
-    def out_of_samples() -> bool:
-        return bool(cfg.max_samples) and spent["samples"] >= cfg.max_samples
+    def out_of_samples() -> bool:  # a run on offline data generates nothing more
+        return bool(cfg.max_samples) and spent["samples"] >= cfg.max_samples and not offline
 
     started = time.perf_counter()
     if start_step == 0:
@@ -226,9 +251,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             )
             batch, info = collected.batch, collected.info
             t1 = time.perf_counter()
-            spent["samples"] += collected.samples
+            spent["samples"] += collected.samples if offline is None else 0
             spent["tokens"] += info.generated_tokens
-            batch = _shape_rewards(batch, parts.shaping, cfg.max_new_tokens)
+            batch = shape_rewards(batch, parts.shaping, cfg.max_new_tokens)
             if reference is not None and len(batch) > 0:
                 with torch.no_grad():
                     ref, _ = sequence_logprobs(
@@ -327,20 +352,6 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     run.write_summary(summary_table(cfg, before, after, rows, seconds, step, spent["samples"]))
     run.close()
     return TrainResult(str(run.dir), before, after, step, seconds)
-
-
-def _shape_rewards(batch, shapers, max_new_tokens: int):
-    """R_i += Σ shaping_i (e.g. DAPO's overlong penalty) on the kept rows, after the
-    selection filtered on the unshaped accuracy; the sum is kept as the reward part
-    `shaping`. A truncated row counts max_new_tokens, masked or not."""
-    if not shapers or len(batch) == 0:
-        return batch
-    lengths = batch.response_mask.sum(-1)
-    if batch.truncated is not None:
-        lengths = torch.where(batch.truncated, torch.tensor(float(max_new_tokens)), lengths)
-    extra = sum(shaper(lengths=lengths) for shaper in shapers).to(batch.rewards.dtype)
-    parts = {**batch.reward_parts, "shaping": extra}
-    return batch.replace(rewards=batch.rewards + extra, reward_parts=parts)
 
 
 def _keep_all(batch) -> Selection:
