@@ -10,6 +10,8 @@ per prompt, inner epochs, clip ranges) and documents where it departs from them.
 
 from __future__ import annotations
 
+import dataclasses
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +63,23 @@ class Recipe:
         if reward_coef:
             est = _value(self.advantage_options, "kl_estimator", "k1")
             parts.append(f"{est} in the reward, β={reward_coef}")
+        if not parts and self._loss_needs_reference():
+            parts.append("a constraint in the loss (see the formula)")
         return "; ".join(parts) or "none (no reference model)"
+
+    def _loss_needs_reference(self) -> bool:
+        """Whether the loss, with this recipe's options, reads a reference (e.g. BCPG)."""
+        from policylab.algebra.losses import policy_losses
+
+        config = policy_losses.entry(self.loss).config
+        needs = getattr(config, "needs_reference", None)
+        if not isinstance(needs, property):
+            return False
+        # read the property on the recipe's values without validating them (Dr. GRPO's
+        # L_max is only known from the run's max_new_tokens)
+        values = {f.name: f.default for f in dataclasses.fields(config)}
+        values.update(self.component_defaults("loss"))
+        return bool(needs.fget(types.SimpleNamespace(**values)))
 
     @property
     def needs_reference(self) -> bool:
