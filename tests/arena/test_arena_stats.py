@@ -284,3 +284,14 @@ def test_mean_curve_band_is_mean_ci_at_each_point(finals):
 def test_paired_difference_with_itself_is_zero(a):
     ci = paired_difference_ci(a, a)
     assert (ci.mean, ci.low, ci.high) == (0.0, 0.0, 0.0)
+
+
+def test_run_names_of_variants_are_safe_folder_names():
+    from policylab.arena.runner import make_spec
+
+    spec = make_spec("arithmetic", ["grpo"], 1, budget=128)
+    assert spec.run_name("ppo@clip_schedule=linear", 0) == "ppo@clip_schedule=linear-s0"
+    assert (
+        spec.run_name("grpo@loss={loss_agg_mode: token-mean}", 2)
+        == "grpo@loss=_loss_agg_mode__token-mean_-s2"
+    )

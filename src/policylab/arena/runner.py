@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -68,7 +69,9 @@ class ArenaSpec:
     budget_value: int = 0
 
     def run_name(self, algo: str, seed: int) -> str:
-        return f"{algo}-s{seed}"
+        """The run folder's name: the --algos entry with characters that are unsafe in a
+        path or a key=value override (spaces, braces, colons, slashes) replaced by _."""
+        return re.sub(r"[^\w@=.,+-]", "_", algo) + f"-s{seed}"
 
     def differences(self, other: ArenaSpec) -> list[str]:
         """The settings that differ from `other` in ways that make their runs incomparable."""
