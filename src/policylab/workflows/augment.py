@@ -65,6 +65,18 @@ class DifficultyAugmenter:
         self.rng = random.Random(seed)
         self._last: dict[str, float] = {}
 
+    @classmethod
+    def from_options(cls, options: dict[str, Any], seed: int = 0) -> DifficultyAugmenter:
+        """From a config's `augment_options`, naming any unknown key."""
+        accepted = ("window", "tol", "reward_range", "only_uniform_groups")
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise ValueError(
+                f"augment_options: unknown option(s) {', '.join(unknown)}; accepted: "
+                f"{', '.join(accepted)}"
+            )
+        return cls(**options, seed=seed)
+
     def plan(self, group_means: Sequence[float], uniform: Sequence[bool]) -> list[Planned]:
         """(index, harder, ℓ) for each group to vary, in index order, then the groups'
         means join the buffer (the oldest leave beyond `window`).
@@ -135,3 +147,57 @@ def augment_examples(
             out[i] = variant
             replaced.append(i)
     return out, replaced
+
+
+def augment_round(
+    examples: list[dict],
+    batch: Any,
+    info: Any,
+    augmenter: DifficultyAugmenter,
+    task: Any,
+    sample_round,
+) -> tuple[Any, Any, int]:
+    """One generation round with difficulty-aware augmentation: plan on the round's group
+    means, vary the planned prompts, roll the variants out (`sample_round(examples) ->
+    (Rollouts, RolloutInfo)`) and put their groups in place of the originals (rows
+    prompt-major, G per prompt). Returns the batch, its info (generation time and tokens of
+    both passes) and the number of extra samples generated, which the caller charges."""
+    import torch
+
+    G = len(batch) // len(examples)
+    rewards = batch.rewards.view(len(examples), G)
+    means = [
+        float(r[torch.isfinite(r)].mean()) if torch.isfinite(r).any() else math.nan for r in rewards
+    ]
+    uniform = [bool((r == r[0]).all()) for r in rewards]
+    plan = augmenter.plan(means, uniform)
+    varied, replaced = augment_examples(examples, plan, task, augmenter.rng)
+    if not replaced:
+        return batch, info, 0
+    new_batch, new_info = sample_round([varied[i] for i in replaced])
+    rows = torch.arange(len(batch)).view(len(examples), G)
+    new_rows = {i: k for k, i in enumerate(replaced)}
+    parts, infos_rows = [], []
+    for i in range(len(examples)):
+        if i in new_rows:
+            k = new_rows[i]
+            parts.append(new_batch.select(torch.arange(k * G, (k + 1) * G)))
+            infos_rows.append((new_info, range(k * G, (k + 1) * G)))
+        else:
+            parts.append(batch.select(rows[i]))
+            infos_rows.append((info, rows[i].tolist()))
+    merged = type(batch).concat(
+        [p.replace(group_ids=torch.full_like(p.group_ids, i)) for i, p in enumerate(parts)]
+    )
+    merged_info = type(info)(
+        [src.completions[r] for src, rr in infos_rows for r in rr],
+        [src.prompts[r] for src, rr in infos_rows for r in rr],
+        {
+            k: info.failures.get(k, 0) + new_info.failures.get(k, 0)
+            for k in {*info.failures, *new_info.failures}
+        },
+        info.generated_tokens + new_info.generated_tokens,
+        info.generate_s + new_info.generate_s,
+        info.score_s + new_info.score_s,
+    )
+    return merged, merged_info, len(new_batch)
