@@ -3,12 +3,12 @@ average are replaced by harder variants (rolled out again and charged), the metr
 logged, a resumed run continues exactly, and bad settings fail before any work."""
 
 import pytest
+from test_llm_selection import HALF, reward
 
 from policylab.config import ConfigError, TrainConfig, load
 from policylab.trainers.llm import train
 from policylab.trainers.run import read_metrics
 from run_testing import FAST_LLM, assert_same_metrics
-from test_llm_selection import HALF, reward
 
 N, G = 4, 4
 
