@@ -192,6 +192,16 @@ class TrainConfig(RunSchema):
         default_factory=dict,
         description="prompt sampler option overrides (e.g. every, n_score for vas)",
     )
+    augment: Literal["none", "difficulty"] = Field(
+        "none",
+        description="difficulty: Reg-GRPO's difficulty-aware augmentation (papers §5.2): a "
+        "prompt whose group beat the recent average is replaced by a harder variant, one "
+        "that fell short by an easier one (the task's difficulty knobs), rolled out again",
+    )
+    augment_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="augmentation options: window, tol, reward_range, only_uniform_groups",
+    )
     offline_prompts: int = Field(
         0,
         ge=0,
@@ -243,6 +253,13 @@ class TrainConfig(RunSchema):
                 f"sampler={self.sampler} chooses prompts to generate for; offline data "
                 f"(offline_prompts={self.offline_prompts}) is sampled once, so use the uniform "
                 "sampler (its epochs run over the stored groups)"
+            )
+        if self.augment != "none" and (
+            self.offline_prompts or self.sampler not in (None, "uniform")
+        ):
+            raise ValueError(
+                f"augment={self.augment} varies freshly drawn prompts: it needs online data "
+                "(offline_prompts=0) and the uniform sampler"
             )
         rows = self.prompts_per_step * self.samples_per_prompt
         if self.prompts_per_step % self.minibatches:

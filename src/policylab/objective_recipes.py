@@ -126,8 +126,11 @@ add(
         },
         training={"samples_per_prompt": S(8, "[paper App. C.1] G = 8")},
         notes=(
-            "The paper's difficulty-aware prompt augmentation (§3.3) is not part of this "
-            "recipe: it needs a sampler that rewrites prompts.",
+            "The paper's difficulty-aware augmentation (§3.3) is one config word away: "
+            "augment=difficulty replaces a prompt whose group beat the running average of the "
+            "last 100 groups by a harder variant and one that fell short by an easier one "
+            "(our text reading: a fresh instance with shifted difficulty knobs), rolled out "
+            "again and charged. Off by default so that reg_grpo compares as a loss.",
             "Global grad-norm clipping matters: on the first step of a rollout ρ = 0 and the "
             "gradient is of order 1/sqrt(ε_ρ) (spec §5.3).",
         ),

@@ -39,7 +39,7 @@ from policylab.algebra.advantages import (
 )
 from policylab.algebra.aggregate import aggregate, masked_mean
 from policylab.algebra.losses import (
-    LossOptions,
+    PPOClipOptions,
     add_kl_term,
     policy_losses,
     ratio_metrics,
@@ -75,7 +75,9 @@ class COPOOptions(KLInRewardOptions):
 
 
 @dataclass(frozen=True)
-class COPOLossOptions(LossOptions):
+class COPOLossOptions(PPOClipOptions):
+    """PPO-clip's options (checked there) with COPO's defaults, plus the blend."""
+
     loss_agg_mode: str = option("seq-mean-token-mean", "code run_copo.sh")
     eps_low: float = option(0.2, "ratio floor 1 − eps_low (run_copo.sh clip 0.2)")
     eps_high: float = option(0.2, "ratio cap 1 + eps_high (run_copo.sh clip 0.2)")
@@ -86,11 +88,6 @@ class COPOLossOptions(LossOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_range("copo_blend", "eps_low", self.eps_low, low=0.0, high=1.0)
-        check_range("copo_blend", "eps_high", self.eps_high, low=0.0)
-        check_range(
-            "copo_blend", "dual_clip_c", self.dual_clip_c, low=1.0, low_open=True, allow_none=True
-        )
         check_range("copo_blend", "gamma", self.gamma, low=0.0)
         check_range("copo_blend", "rho", self.rho)
         check_choice("copo_blend", "mode", self.mode, MODES)

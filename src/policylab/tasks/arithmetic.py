@@ -7,6 +7,8 @@ then "=", e.g. "17+25*3=". Answer: the integer result, e.g. "92" (negative resul
 Knobs: digits (default 2; 1..4): operands are drawn uniformly from 0 .. 10**digits - 1;
 ops (default "+", the shipped tiny model's setting): the operators to draw from, a
 non-empty string of distinct characters from "+-*"; n_operands (default 2; 2..4).
+Augmentation ladder [ours]: digits, then n_operands (larger operands first: each digit adds
+work to every operation; `ops` is not ordered by difficulty and stays as set).
 
 Verifier: 1.0 when the extracted answer matches -?[0-9]+ (at most 40 characters) and its
 integer value equals the answer column, else 0.0. So "042" and "-0" count as 42 and 0
@@ -56,6 +58,7 @@ class Arithmetic(Task):
     knobs_class = ArithmeticKnobs
     columns = ("answer",)
     chars = "0123456789+-*="
+    ladder = (("digits", 1, 4), ("n_operands", 2, 4))
 
     def _sample(self, rng: random.Random) -> dict:
         k = self.knobs

@@ -11,14 +11,21 @@ Every task draws instances from its own seeded `random.Random`. An example is a 
 The split of an instance is a stable hash (SHA-256) of the task name and its prompt: about
 `TEST_FRACTION` of all prompts are "test", the rest "train". So the held-out split never
 overlaps training, whatever the seed, the knobs, the machine or the Python version.
+
+Difficulty-aware augmentation (DeepVideo-R1, arXiv 2506.07464 §3.3; papers/
+seed_llm_algorithms.md §5.2) asks a task for a harder or easier variant of a prompt:
+`vary(example, harder, level, rng)`. Our text-task reading [ours]: instead of the paper's
+input noise (harder) or answer hints (easier), the variant is a fresh train-split instance
+drawn with the task's difficulty knobs moved along its `ladder` (`shifted_knobs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, ClassVar
 
 ANSWER_OPEN = "<answer>"
@@ -63,6 +70,35 @@ def split_of(task_name: str, prompt: str) -> str:
     return "test" if bucket < TEST_FRACTION else "train"
 
 
+def shift_on_ladder(
+    knobs: Any, ladder: Sequence[tuple[str, int, int]], harder: bool, level: float
+) -> Any | None:
+    """`knobs` (a frozen dataclass) moved `s` unit steps along a difficulty ladder, or None
+    when no knob can move (the ladder is empty or already at its end).
+
+    The ladder lists integer knobs `(name, low, high)` in the order they move, each
+    harder as it grows, with its valid range. [ours]
+
+        s = max(1, ⌊ℓ · Σ_k (high_k − low_k) + ½⌋)
+
+    Harder raises the first knob up to its `high`, and the steps left over raise the next;
+    easier lowers them towards `low` in the same order. So ℓ = 1 reaches the ladder's end
+    from anywhere, and any ℓ > 0 moves at least one step. Half steps round up (not to even).
+    """
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 <= level <= 1:
+        raise ValueError(f"level={level!r} is invalid; accepted: a number from 0 to 1")
+    span = sum(high - low for _, low, high in ladder)
+    steps = max(1, math.floor(level * span + 0.5))
+    changes = {}
+    for name, low, high in ladder:
+        value = getattr(knobs, name)
+        moved = min(high, value + steps) if harder else max(low, value - steps)
+        steps -= abs(moved - value)
+        if moved != value:
+            changes[name] = moved
+    return dataclasses.replace(knobs, **changes) if changes else None
+
+
 def check_int(task: str, knob: str, value: Any, low: int, high: int) -> None:
     """Raise ValueError naming the knob and the value unless `low <= value <= high`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -95,12 +131,16 @@ class Task:
     - `_answer(example) -> str`: the canonical answer (called only for kept examples);
     - `_score(text, example) -> float`: the reward of an extracted answer text; it must
       return 0.0, never raise, on any malformed text.
+
+    and may set `ladder`, the integer knobs that difficulty-aware augmentation moves
+    (`shift_on_ladder`); a task without one cannot `vary`.
     """
 
     name: ClassVar[str]
     knobs_class: ClassVar[type]
     columns: ClassVar[tuple[str, ...]]
     chars: ClassVar[str]
+    ladder: ClassVar[tuple[tuple[str, int, int], ...]] = ()
 
     def __init__(self, **knobs: Any) -> None:
         fields = [f.name for f in dataclasses.fields(self.knobs_class)]
@@ -149,16 +189,55 @@ class Task:
             if split_of(self.name, example["prompt"]) != split:
                 continue
             misses = 0
-            answer = self._answer(example)
-            out.append(
-                {
-                    "prompt": example.pop("prompt"),
-                    "answer": answer,
-                    "completion": demonstration(answer),
-                    **example,
-                }
-            )
+            out.append(self._row(example))
         return out
+
+    def draw(self, split: str, rng: random.Random, exclude: Collection[str] = ()) -> dict | None:
+        """One example of `split` (a row as `examples` gives) drawn from `rng`, its prompt
+        not in `exclude`; None when `MIN_STALL_DRAWS` draws in a row bring none."""
+        if split not in SPLITS:
+            raise ValueError(f"split={split!r} is invalid; accepted: {', '.join(SPLITS)}")
+        for _ in range(MIN_STALL_DRAWS):
+            example = self._sample(rng)
+            if (
+                example is not None
+                and example["prompt"] not in exclude
+                and split_of(self.name, example["prompt"]) == split
+            ):
+                return self._row(example)
+        return None
+
+    def shifted_knobs(self, harder: bool, level: float) -> Any | None:
+        """This task's knobs made harder (or easier) at level ℓ ∈ [0, 1]: moved along
+        `ladder` by `shift_on_ladder`; None when they cannot move. [ours]"""
+        return shift_on_ladder(self.knobs, self.ladder, harder, level)
+
+    def vary(self, example: dict, harder: bool, level: float, rng: random.Random) -> dict | None:
+        """A harder (or easier) variant of `example` for difficulty-aware augmentation
+        (DeepVideo-R1, arXiv 2506.07464 §3.3), or None when this task cannot vary (no
+        ladder, or its knobs already at the ladder's end in that direction).
+
+        Our text-task reading [ours]: in place of the paper's input noise (harder) and
+        partial answer hints (easier), a fresh instance drawn from `rng` by this task with
+        `shifted_knobs(harder, level)`, so the shift grows with ℓ. The variant always comes
+        from the train split (the prompt hash of `split_of`, as `examples("train")`), so
+        augmentation never trains on a held-out prompt, and its prompt differs from
+        `example`'s. Its difficulty is relative to this task's knobs, not `example`'s."""
+        knobs = self.shifted_knobs(harder, level)
+        if knobs is None:
+            return None
+        varied = type(self)(**dataclasses.asdict(knobs))
+        return varied.draw("train", rng, exclude={example.get("prompt")})
+
+    def _row(self, example: dict) -> dict:
+        """A sampled instance as a row: prompt, answer, completion, then its columns."""
+        answer = self._answer(example)
+        return {
+            "prompt": example.pop("prompt"),
+            "answer": answer,
+            "completion": demonstration(answer),
+            **example,
+        }
 
     def verify(self, completion: str, example: dict) -> float:
         """The reward of one completion for one example (a dict with the task's columns):

@@ -6,6 +6,9 @@ e.g. "3*5+7". Columns: numbers (list[int], ascending), target (int).
 
 Knobs: n_numbers (default 3; 2..5), max_number (default 20; 1..99): the numbers are drawn
 uniformly from 1..max_number, repeats allowed; max_target (default 100; 1..9999).
+Augmentation ladder [ours]: n_numbers only, the size of the search (pairs × operations
+grow with every number). max_number and max_target stay as set: with the target capped,
+larger numbers mostly change which targets are rejected, not clearly the difficulty.
 
 Only solvable instances exist: the target is the value of a random expression over ALL the
 numbers in which every intermediate result is a positive integer (subtraction of the
@@ -101,6 +104,7 @@ class Countdown(Task):
     knobs_class = CountdownKnobs
     columns = ("numbers", "target")
     chars = "0123456789+-*/() >:"
+    ladder = (("n_numbers", 2, 5),)
 
     def _sample(self, rng: random.Random) -> dict | None:
         k = self.knobs

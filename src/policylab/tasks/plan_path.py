@@ -9,6 +9,9 @@ length of a shortest path by breadth-first search).
 Knobs: size (default 5; 2..6): the grid is size x size; wall_prob (default 0.25; 0..0.8):
 start and goal are two distinct cells drawn uniformly, every other cell is a wall with this
 probability. Only instances whose goal is reachable are kept.
+Augmentation ladder [ours]: size (longer shortest paths on average, more cells to read).
+wall_prob stays as set: more walls both block routes and prune the reachable instances,
+so its effect on difficulty is not monotone.
 
 The canonical answer is the first shortest path in the move order U, D, L, R (at each step
 the first move that brings the goal one step closer).
@@ -92,6 +95,7 @@ class PlanPath(Task):
     knobs_class = PlanPathKnobs
     columns = ("grid",)
     chars = ".#sg/:UDLR"
+    ladder = (("size", 2, 6),)
 
     def _sample(self, rng: random.Random) -> dict | None:
         size, wall_prob = self.knobs.size, self.knobs.wall_prob

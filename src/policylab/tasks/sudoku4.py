@@ -7,6 +7,8 @@ cells, str), solution (16 digits, str).
 Knobs: blanks (default 11; 1..12): how many cells are blank; partial_credit (default False).
 A solution is drawn uniformly from the 288 valid grids, then `blanks` cells uniformly at
 random; only puzzles whose solution is unique (checked by a small solver) are kept.
+Augmentation ladder [ours]: blanks (more blanks, fewer givens to deduce from);
+partial_credit changes the reward, not the puzzle, and stays as set.
 
 Verifier: 1.0 when the answer is 16 digits that keep every given and form a valid sudoku.
 Otherwise 0.0; or, with partial_credit, the fraction of blank cells whose digit equals the
@@ -94,6 +96,7 @@ class Sudoku4(Task):
     knobs_class = Sudoku4Knobs
     columns = ("puzzle", "solution")
     chars = "1234.:"
+    ladder = (("blanks", 1, 12),)
 
     def _sample(self, rng: random.Random) -> dict | None:
         solution = rng.choice(all_grids())

@@ -32,6 +32,7 @@ from policylab.models import load_model, sequence_logprobs
 from policylab.samplers import UniformSampler, sampler_for
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar
+from policylab.workflows.augment import DifficultyAugmenter, augment_round
 from policylab.workflows.offline import label_steps, offline_set
 from policylab.workflows.rounds import collect_groups
 from policylab.workflows.single_turn import rollout, score_prompts
@@ -101,6 +102,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         cfg.algo, cfg.sampler, cfg.sampler_options, len(pool), cfg.seed
     )
     resolved["sampler"] = {"name": sampler_name, **sampler_options}
+    augmenter = None
+    if cfg.augment == "difficulty":
+        augmenter = DifficultyAugmenter.from_options(cfg.augment_options, seed=cfg.seed)
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_model(cfg.model)
@@ -160,6 +164,8 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         generator.set_state(state["generator"])
         if curvature is not None:
             curvature.load_state_dict(state["curvature"])
+        if augmenter is not None:
+            augmenter.load_state_dict(state["augmenter"])
         start_step, evals = state["step"], state["evals"]
         spent, elapsed = state.get("spent", spent), state.get("elapsed_s", 0.0)
         log.info("resumed %s at step %d", run.dir, start_step)
@@ -186,7 +192,12 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         indices = sampler.sample(cfg.prompts_per_step)
         if offline is not None:
             return offline.draw(indices)
-        return (indices, *sample_round([pool[i] for i in indices]))
+        examples = [pool[i] for i in indices]
+        batch, info = sample_round(examples)
+        if augmenter is not None:  # Reg-GRPO: too easy → harder variant, too hard → easier
+            batch, info, extra = augment_round(examples, batch, info, augmenter, task, sample_round)
+            spent["samples"] += extra
+        return indices, batch, info
 
     def refresh_sampler(done: int) -> dict[str, float]:
         """VAS's scoring pass when due: n_score fresh completions of the prompts it asks
@@ -302,6 +313,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                 metrics.update(collected.metrics)
             metrics.update({**adv_metrics, **(chosen.metrics if chosen else {})})
             metrics.update({**sampler.metrics(), **refreshed})
+            metrics.update(augmenter.metrics() if augmenter else {})
             metrics.update({"budget/samples": spent["samples"], "budget/tokens": spent["tokens"]})
             run.log(step, metrics)
             run.log_samples(
@@ -328,6 +340,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                         "sampler": sampler.state_dict(),
                         "generator": generator.get_state(),
                         "curvature": curvature.state_dict() if curvature else None,
+                        "augmenter": augmenter.state_dict() if augmenter else None,
                         "evals": evals,
                         "spent": spent,
                         "elapsed_s": elapsed + time.perf_counter() - started,
