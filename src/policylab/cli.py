@@ -71,7 +71,10 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
         f"  advantage: {recipe.advantage}   loss: {recipe.loss}"
         + (f"   value loss: {recipe.value_loss}" if recipe.value_loss else "")
     )
-    console.print(f"  KL: {recipe.kl}   selection: {recipe.selection or 'all rows'}")
+    console.print(
+        f"  KL: {recipe.kl}   selection: {recipe.selection or 'all rows'}   "
+        f"prompt sampler: {recipe.sampler or 'uniform'}"
+    )
     table = Table(title="defaults", title_justify="left")
     for col in ("setting", "value", "source"):
         table.add_column(col, overflow="fold")
@@ -100,6 +103,8 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
     for shaper, options in recipe.reward_shaping.items():
         for option, setting in options.items():
             table.add_row(f"{shaper}.{option}", repr(setting.value), escape(setting.source))
+    for option, setting in recipe.sampler_options.items():
+        table.add_row(f"{recipe.sampler}.{option}", repr(setting.value), escape(setting.source))
     for option, setting in recipe.training.items():
         table.add_row(f"training.{option}", repr(setting.value), escape(setting.source))
     console.print(table)
