@@ -295,3 +295,17 @@ def test_run_names_of_variants_are_safe_folder_names():
         spec.run_name("grpo@loss={loss_agg_mode: token-mean}", 2)
         == "grpo@loss=_loss_agg_mode__token-mean_-s2"
     )
+
+
+def test_an_offline_run_s_curve_starts_at_zero_and_keeps_the_last_score_per_budget():
+    from policylab.arena.runner import _curve
+
+    key, score = "budget/samples", "eval/greedy_accuracy"
+    evals = [  # offline data: the whole budget was sampled before the first evaluation
+        {"step": 0, key: 2048, score: 0.4},
+        {"step": 10, key: 2048, score: 0.5},
+        {"step": 20, key: 2048, score: 0.6},
+    ]
+    assert _curve(evals, key, score) == [(0.0, 0.4), (2048.0, 0.6)]
+    online = [{"step": 0, key: 0, score: 0.4}, {"step": 5, key: 640, score: 0.5}]
+    assert _curve(online, key, score) == [(0.0, 0.4), (640.0, 0.5)]

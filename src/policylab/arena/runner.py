@@ -400,7 +400,7 @@ def read_record(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> RunRecor
     run_dir = folder / "runs" / name
     x_key, score_key = _axes(spec)
     evals = read_metrics(run_dir, kind="eval")
-    curve = [(float(r[x_key]), float(r[score_key])) for r in evals if x_key in r]
+    curve = _curve(evals, x_key, score_key)
     seconds = max((r.get("time/elapsed_s", 0.0) for r in evals), default=0.0)
     record = RunRecord(algo, seed, "done", curve, seconds, spec.budget_unit, run_dir=str(run_dir))
     log = folder / "logs" / f"{name}.log"
@@ -409,6 +409,19 @@ def read_record(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> RunRecor
     elif not ((run_dir / DONE).is_file() and curve):
         record.status = "partial"
     return record
+
+
+def _curve(evals: list[dict], x_key: str, score_key: str) -> list[tuple[float, float]]:
+    """(budget, score) per evaluation. The evaluation at step 0 is the one before training,
+    so it sits at x = 0 even when the run spent budget before its first step (offline data,
+    sampled up front); evaluations at the same budget keep the last one (an offline run's
+    training spends nothing more, so its curve is the step from the untrained score to the
+    final one)."""
+    points: dict[float, float] = {}
+    for r in evals:
+        if x_key in r:
+            points[0.0 if r.get("step") == 0 else float(r[x_key])] = float(r[score_key])
+    return sorted(points.items())
 
 
 def _last_error(log: Path) -> str:
