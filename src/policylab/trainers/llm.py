@@ -119,6 +119,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         stop_strings=tuple(cfg.stop_strings),
     )
     generator = torch.Generator().manual_seed(cfg.seed)
+    # BCPG-NSA's step labels (β ≠ 1): the task's step judge, if it has one
+    judge = getattr(task, "step_labels", None)
+    needs_labels = getattr(parts.loss.options, "needs_step_labels", False)
+    if needs_labels and judge is None:
+        log.warning("%s has no step judge: no step is labelled, so NSA weights nothing", task)
 
     def sample_round(examples):
         """G completions of each example → rewards (→ step labels, when the loss reads them)."""
@@ -146,11 +151,6 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     # what the run has spent: every generated sample and token counts, kept or not (the
     # arena's budget); wall-clock carried over a resume
     start_step, evals, spent, elapsed = 0, [], {"samples": 0, "tokens": 0}, 0.0
-    # BCPG-NSA's step labels (β ≠ 1): the task's step judge, if it has one
-    judge = getattr(task, "step_labels", None)
-    needs_labels = getattr(parts.loss.options, "needs_step_labels", False)
-    if needs_labels and judge is None:
-        log.warning("%s has no step judge: no step is labelled, so NSA weights nothing", task)
     offline = offline_set(cfg, run.dir, pool, sample_round, spent) if cfg.offline_prompts else None
     if offline is not None:  # the run draws stored groups, in seeded epochs
         sampler = UniformSampler(offline.groups, seed=cfg.seed)
