@@ -122,3 +122,27 @@ def garbage_like(x: torch.Tensor, mask: torch.Tensor, gen: torch.Generator, *, n
     else:
         junk = (torch.rand(x.shape, generator=gen, dtype=x.dtype) - 0.5) * 100.0
     return torch.where(mask.bool(), x.detach(), junk)
+
+
+def assert_masked_garbage_never_matters(loss_fn, clean: dict, batch, *, nonfinite_inputs: bool):
+    """A policy loss gives the same value, gradient and metrics when every masked position
+    of its inputs holds garbage (NaN/inf in logprobs; in the other inputs too when
+    `nonfinite_inputs`), and no gradient reaches a masked position."""
+    gen = batch.gen(7)
+    dirty = dict(clean)
+    dirty["logprobs"] = garbage_like(clean["logprobs"], batch.mask, gen, nonfinite=True)
+    for key in ("old_logprobs", "ref_logprobs", "advantages"):
+        dirty[key] = garbage_like(clean[key], batch.mask, gen, nonfinite=nonfinite_inputs)
+    clean = {**clean, "logprobs": clean["logprobs"].clone().requires_grad_(True)}
+    dirty["logprobs"] = dirty["logprobs"].clone().requires_grad_(True)
+    loss_c, metrics_c = loss_fn(**clean)
+    loss_d, metrics_d = loss_fn(**dirty)
+    assert torch.isfinite(loss_d)
+    close(loss_d, loss_c.detach(), atol=1e-12, rtol=1e-10)
+    g_d = grad_of(loss_d, dirty["logprobs"])
+    assert torch.isfinite(g_d).all()
+    assert (g_d[batch.mask == 0] == 0).all()
+    close(g_d, grad_of(loss_c, clean["logprobs"]), atol=1e-12, rtol=1e-10)
+    assert metrics_d.keys() == metrics_c.keys()
+    for key in metrics_c:
+        close(metrics_d[key], metrics_c[key], atol=1e-12, rtol=1e-10)

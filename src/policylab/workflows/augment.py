@@ -17,11 +17,17 @@ hints). The trainer rolls the variants out and trains on them in place of the or
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
+
+import torch
+
+from policylab.rollouts import Rollouts
+from policylab.workflows.single_turn import RolloutInfo
 
 # (group index, harder, level ℓ): one planned variant
 Planned = tuple[int, bool, float]
@@ -151,19 +157,17 @@ def augment_examples(
 
 def augment_round(
     examples: list[dict],
-    batch: Any,
-    info: Any,
+    batch: Rollouts,
+    info: RolloutInfo,
     augmenter: DifficultyAugmenter,
     task: Any,
     sample_round,
-) -> tuple[Any, Any, int]:
+) -> tuple[Rollouts, RolloutInfo, int]:
     """One generation round with difficulty-aware augmentation: plan on the round's group
     means, vary the planned prompts, roll the variants out (`sample_round(examples) ->
     (Rollouts, RolloutInfo)`) and put their groups in place of the originals (rows
     prompt-major, G per prompt). Returns the batch, its info (generation time and tokens of
     both passes) and the number of extra samples generated, which the caller charges."""
-    import torch
-
     G = len(batch) // len(examples)
     rewards = batch.rewards.view(len(examples), G)
     means = [
@@ -175,29 +179,17 @@ def augment_round(
     if not replaced:
         return batch, info, 0
     new_batch, new_info = sample_round([varied[i] for i in replaced])
-    rows = torch.arange(len(batch)).view(len(examples), G)
-    new_rows = {i: k for k, i in enumerate(replaced)}
-    parts, infos_rows = [], []
+    # each prompt's G rows: from the variants' batch where replaced, else from the round's
+    sources = {i: (new_batch, new_info, k) for k, i in enumerate(replaced)}
+    parts, completions, prompts = [], [], []
     for i in range(len(examples)):
-        if i in new_rows:
-            k = new_rows[i]
-            parts.append(new_batch.select(torch.arange(k * G, (k + 1) * G)))
-            infos_rows.append((new_info, range(k * G, (k + 1) * G)))
-        else:
-            parts.append(batch.select(rows[i]))
-            infos_rows.append((info, rows[i].tolist()))
-    merged = type(batch).concat(
-        [p.replace(group_ids=torch.full_like(p.group_ids, i)) for i, p in enumerate(parts)]
-    )
-    merged_info = type(info)(
-        [src.completions[r] for src, rr in infos_rows for r in rr],
-        [src.prompts[r] for src, rr in infos_rows for r in rr],
-        {
-            k: info.failures.get(k, 0) + new_info.failures.get(k, 0)
-            for k in {*info.failures, *new_info.failures}
-        },
-        info.generated_tokens + new_info.generated_tokens,
-        info.generate_s + new_info.generate_s,
-        info.score_s + new_info.score_s,
+        src_batch, src_info, k = sources.get(i, (batch, info, i))
+        rows = torch.arange(k * G, (k + 1) * G)
+        parts.append(src_batch.select(rows).replace(group_ids=torch.full((G,), i)))
+        completions += [src_info.completions[r] for r in rows.tolist()]
+        prompts += [src_info.prompts[r] for r in rows.tolist()]
+    merged = Rollouts.concat(parts)
+    merged_info = dataclasses.replace(
+        RolloutInfo.concat([info, new_info]), completions=completions, prompts=prompts
     )
     return merged, merged_info, len(new_batch)
