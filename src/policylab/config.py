@@ -111,6 +111,16 @@ def known_algorithm(value: str) -> str:
     return value
 
 
+def _stage_of_kind(name: str, kind: str, exclude: tuple[str, ...] = ()) -> str:
+    """`name` if it is a registered stage of `kind`; else an error listing the choices."""
+    from policylab.stages import stages
+
+    choices = [n for n in stages.names() if stages.get(n).kind == kind and n not in exclude]
+    if name not in choices:
+        raise ValueError(f"unknown {kind} stage {name!r}; choices: {', '.join(choices)}")
+    return name
+
+
 class TrainConfig(RunSchema):
     """Every field of `policylab train` (language models). Sizes are per optimiser step:
     prompts_per_step prompts × samples_per_prompt samples = one batch of rows."""
@@ -181,7 +191,7 @@ class TrainConfig(RunSchema):
         "(verl; a task the model always or never solves is a finding, and an update on a "
         "few groups is not DAPO's) or train_partial (train on the groups kept; none: no update)",
     )
-    sampler: Literal["uniform", "vade", "vas"] | None = Field(
+    sampler: str | None = Field(
         None,
         description="prompt sampler (None = the algorithm's: vade, vas for those recipes, "
         "uniform otherwise): uniform epochs; vade (Beta posteriors, Thompson "
@@ -192,7 +202,7 @@ class TrainConfig(RunSchema):
         default_factory=dict,
         description="prompt sampler option overrides (e.g. every, n_score for vas)",
     )
-    augment: Literal["none", "difficulty"] = Field(
+    augment: str = Field(
         "none",
         description="difficulty: Reg-GRPO's difficulty-aware augmentation (papers §5.2): a "
         "prompt whose group beat the recent average is replaced by a harder variant, one "
@@ -245,6 +255,16 @@ class TrainConfig(RunSchema):
                 f"unknown selection {value!r}; choices: {', '.join(selections.names())}"
             )
         return value
+
+    @field_validator("sampler")
+    @classmethod
+    def _known_sampler(cls, value: str | None) -> str | None:
+        return value if value is None else _stage_of_kind(value, "prompts", exclude=("offline",))
+
+    @field_validator("augment")
+    @classmethod
+    def _known_augment(cls, value: str) -> str:
+        return value if value == "none" else _stage_of_kind(value, "augment")
 
     @model_validator(mode="after")
     def _sizes(self) -> TrainConfig:

@@ -4,12 +4,12 @@ The contract (DESIGN.md, selection): `sample(n) -> indices` and `update(indices,
 outcomes)`, `metrics() -> {name: value}` for the log, plus `state_dict()` /
 `load_state_dict()` so a resumed run draws exactly the prompts the uninterrupted run would
 have drawn. `UniformSampler` is the default; VADE learns from the training groups; VAS
-also has `needs_refresh(step)` / `refresh(...)`, a scoring pass the trainer runs for it.
+also has `needs_refresh(step)` / `refresh(...)`, a scoring pass its stage runs. The
+trainer reaches them through their stages (stages/prompts.py), which name their options.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import random
 from typing import Any, NamedTuple
@@ -379,39 +379,3 @@ class VASSampler:
         self.weights, self.refreshes = state["weights"].copy(), state["refreshes"]
         self._rng.bit_generator.state = state["rng"]
         self._uniform.load_state_dict(state["uniform"])
-
-
-SAMPLERS = {"uniform": UniformSampler, "vade": VADESampler, "vas": VASSampler}
-
-
-def make_sampler(name: str, size: int, seed: int = 0, **options: Any):
-    """The prompt sampler called `name` over a pool of `size` prompts; `options` are the
-    sampler's keyword settings (e.g. `fraction=0.5` for VAS)."""
-    if name not in SAMPLERS:
-        raise ValueError(f"unknown sampler {name!r}; choices: {', '.join(SAMPLERS)}")
-    cls = SAMPLERS[name]
-    accepted = [
-        p.name for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY
-    ]
-    unknown = [key for key in options if key not in accepted]
-    if unknown:
-        raise ValueError(
-            f"sampler {name!r} has no option {', '.join(map(repr, unknown))}; "
-            f"accepted: {', '.join(accepted) or 'none'}"
-        )
-    return cls(size, seed=seed, **options)
-
-
-def sampler_for(
-    algo: str, name: str | None, overrides: dict[str, Any], size: int, seed: int = 0
-) -> tuple[str, dict[str, Any], Any]:
-    """(name, options, sampler) for a run of `algo`: `name` None is the recipe's sampler
-    (vade, vas) or uniform; the recipe's options apply only to its own sampler, then
-    `overrides` (as `components` treats the selection)."""
-    from policylab import recipes
-
-    recipe = recipes.get(algo)
-    chosen = name or recipe.sampler or "uniform"
-    options = recipe.component_defaults("sampler") if chosen == recipe.sampler else {}
-    options = {**options, **overrides}
-    return chosen, options, make_sampler(chosen, size, seed=seed, **options)

@@ -8,10 +8,8 @@ import pytest
 
 from policylab.diversity import distinct_n, edit_sq, levenshtein, self_bleu_123
 from policylab.samplers import (
-    SAMPLERS,
     UniformSampler,
     VASSampler,
-    make_sampler,
     minmax_weights,
     variance_promotion_score,
 )
@@ -202,14 +200,3 @@ def test_bad_refresh():
     with pytest.raises(ValueError, match="N = 2"):
         vas.refresh([0], [[1, 0]], [[[1]]])
     assert vas.refreshes == 0
-
-
-def test_make_sampler_passes_options():
-    assert "vas" in SAMPLERS
-    vas = make_sampler("vas", 10, seed=1, fraction=0.25, every=14)
-    assert isinstance(vas, VASSampler) and (vas.fraction, vas.every) == (0.25, 14)
-    with pytest.raises(ValueError, match=r"'vas' has no option 'lambda_'.*accepted: alpha"):
-        make_sampler("vas", 10, lambda_=0.5)
-    with pytest.raises(ValueError, match=r"'uniform' has no option 'fraction'; accepted: none"):
-        make_sampler("uniform", 10, fraction=0.5)
-    assert make_sampler("uniform", 10).metrics() == {}

@@ -82,6 +82,11 @@ class BCPGOptions(LossOptions):
     def needs_step_labels(self) -> bool:
         return self.beta != 1.0
 
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Columns beyond a plain rollout: the judged steps, when β ≠ 1."""
+        return ("segment_ids", STEP_LABELS) if self.needs_step_labels else ()
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check_range("bcpg", "beta", self.beta, low=-1.0, high=1.0)

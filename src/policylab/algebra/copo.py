@@ -24,7 +24,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -68,6 +68,7 @@ class COPOOptions(KLInRewardOptions):
     consistency_coef: bool = option(
         False, "scale R^glob by c_q = 1 − λ_G·H_q (code reward_coef_flg; off in run_copo.sh)"
     )
+    reads: ClassVar[tuple[str, ...]] = (ANSWERS,)  # each row's final answer
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -32,6 +32,8 @@ class EMPGOptions(GRPOOptions):
     k_f: float = option(1.0, "k' of the future-clarity bonus exp(−k'·H̃_next) (ARLArena S1)")
     zeta: float = option(0.05, "ζ, weight of the future-clarity bonus (ARLArena Table S1)")
     entropy_eps: float = option(1e-8, "ε of the batch min-max of step entropies")
+    # columns beyond a plain rollout: token entropies and the steps they are pooled over
+    reads: ClassVar[tuple[str, ...]] = ("entropy", "segment_ids")
 
     def __post_init__(self) -> None:
         super().__post_init__()

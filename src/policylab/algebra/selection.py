@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
-from policylab.algebra.capo import CapoOptions, capo_mask
+from policylab.algebra.capo import CapoOptions, CurvatureState, capo_mask
 from policylab.algebra.options import check_choice, check_range, option
 from policylab.registry import Registry
 from policylab.rollouts import Rollouts
@@ -79,6 +79,9 @@ def select_all(
     return Selection(
         torch.ones(mask.shape[0], dtype=torch.bool), torch.ones_like(mask, dtype=torch.float32)
     )
+
+
+select_all.keeps_everything = True  # a trainer need not call it at all
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,7 @@ class D3SOptions:
     mode: str = option(
         "cross", "cross: max-Var(Â) subset over the batch (D³S); intra: within each group"
     )
+    reads: ClassVar[tuple[str, ...]] = ("entropy",)  # the behaviour policy's, per token
 
     def __post_init__(self) -> None:
         for name in ("sample_init", "sample_final", "token_init", "token_final"):
@@ -291,7 +295,8 @@ def capo(
     that forward pass: `rollouts.extras` "head_input" [B, T, d] and "logits" [B, T, V]
     (detached; logits tempered and head_input divided by the temperature, so the model of
     the head is the sampling policy's [ours; the code takes top-K of the raw logits]);
-    `state` {"curvature": CurvatureState (the Adam model, checkpointed), "lr": η now}.
+    `state` {"state": CurvatureState (the Adam model, checkpointed; made by
+    `capo.make_state`), "lr": η now}.
 
     Shapes: advantages [B, T]; row_keep [B] all True; token_weight [B, T] 0/1. A row whose
     every token is masked contributes 0 to the loss."""
@@ -302,9 +307,12 @@ def capo(
         rollouts.response_ids[mask],
         advantages[mask],
         state["lr"],
-        state["curvature"],
+        state["state"],
         cfg,
     )
     weight = torch.zeros(mask.shape)
     weight[mask] = out.accepted.float()
     return Selection(torch.ones(mask.shape[0], dtype=torch.bool), weight, out.metrics)
+
+
+capo.make_state = CurvatureState.from_options  # the stage running capo keeps one

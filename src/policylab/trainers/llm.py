@@ -1,13 +1,15 @@
 """The language-model trainer: one loop, read top to bottom.
 
-Per step: rounds of (draw prompts → G samples each → rewards → selection) until
-prompts_per_step groups are kept (one round unless the selection drops groups, as DAPO's
-dynamic sampling does) → advantages on the kept groups (the recipe's estimator) → μ epochs
-over minibatches of whole groups, each minibatch accumulated over micro-batches with the
-minibatch's global normaliser → clip grad norm → AdamW step → metrics. A reference model
-is loaded only when a KL term needs one. Held-out evaluation before training, every
-`eval_every` steps and at the end; the run ends after `steps` steps, or earlier once
-`max_samples` samples were generated.
+Per step: the stages prepare (VAS's scoring pass) → the rollout source yields
+prompts_per_step kept groups (prompts from the prompt stage, G samples each, annotated,
+augmented, filtered and refilled; or stored offline groups) → reward shaping and the
+reference's log-probs → advantages (the recipe's estimator), then the advantage-time
+stages (D³S) → μ epochs over minibatches of whole groups, each accumulated over
+micro-batches with the minibatch's global normaliser, learn-time stages (CAPO) masking
+tokens → clip grad norm → AdamW step → metrics. Held-out evaluation before training,
+every `eval_every` steps and at the end; the run ends after `steps` steps, or earlier
+once `max_samples` samples were generated. The loop names no method: what varies is in
+the recipe's components (recipes.py) and stages (stages/).
 """
 
 from __future__ import annotations
@@ -15,27 +17,22 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 
 from policylab import rewards, tasks
 from policylab.algebra.advantages import group_stats
-from policylab.algebra.capo import CurvatureState
-from policylab.algebra.selection import AllOptions, Selection, select_all
 from policylab.algebra.shaping import shape_rewards
-from policylab.api import components
+from policylab.api import Components, components
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
-from policylab.samplers import UniformSampler, sampler_for
+from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar
-from policylab.workflows.augment import DifficultyAugmenter, augment_round
-from policylab.workflows.offline import label_steps, offline_set
-from policylab.workflows.rounds import collect_groups
-from policylab.workflows.single_turn import rollout, score_prompts
+from policylab.workflows.single_turn import SingleTurn
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +55,150 @@ class TrainResult:
     seconds: float
 
 
+@dataclass
+class Plan:
+    """Everything a run of `cfg` uses that can be checked before any model loads."""
+
+    parts: Components
+    task: tasks.Task
+    reward_fn: rewards.CombinedReward
+    pool: list[dict]
+    pipeline: Pipeline
+    resolved: dict
+
+
+@dataclass
+class Progress:
+    """What a run has done: restored on resume, saved in every checkpoint."""
+
+    step: int = 0
+    evals: list[dict] = field(default_factory=list)
+    budget: Budget = field(default_factory=Budget)
+    elapsed_before: float = 0.0  # wall time of the earlier processes of this run
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
+
+
 def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`."""
+    plan = compose(cfg)
+    parts, task, pipeline = plan.parts, plan.task, plan.pipeline
+    run = Run(cfg.folder, {**cfg.model_dump(), "resolved": plan.resolved}, resume=resume)
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_model(cfg.model)
+    needs_ref = parts.loss.options.needs_reference or parts.advantage.options.kl_coef > 0
+    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
+    generator = torch.Generator().manual_seed(cfg.seed)
+    workflow = SingleTurn(
+        HFEngine(model, tokenizer),
+        tokenizer,
+        task,
+        Sampling(
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
+            max_new_tokens=cfg.max_new_tokens,
+            stop_strings=tuple(cfg.stop_strings),
+        ),
+        cfg.samples_per_prompt,
+        plan.reward_fn,
+        generator,
+        mask_truncated=cfg.mask_truncated,
+        annotators=pipeline.annotators,
+    )
+    optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    updates = cfg.steps * cfg.epochs * cfg.minibatches
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
+    done = Progress()
+    ctx = StageContext(plan.pool, workflow, done.budget, run.dir, cfg.prompts_per_step, cfg.seed)
+    pipeline.setup(ctx)  # e.g. the offline set, sampled (and charged) or read back
+    if resume and (restored := run.load_checkpoint()) is not None:
+        done = restore(restored, model, optimiser, scheduler, pipeline, generator, run)
+        ctx.budget = done.budget
+    source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
+
+    if done.step == 0:
+        held_out(model, tokenizer, task, cfg, run, done)
+        log.info(
+            "with one inner epoch the policy loss is ~0 at every step (ratio 1, centred "
+            "advantages) while its gradient is not: watch reward, grad_norm and "
+            "adv/zero_std_frac instead"
+        )
+    with progress_bar(f"{cfg.algo} on {task.name}", cfg.steps, BAR_FIELDS, cfg.progress) as bar:
+        latest = f"{done.evals[-1]['eval/greedy_accuracy']:.2f}"
+        job = bar.add_task(
+            f"{cfg.algo} · {task.name}",
+            total=cfg.steps,
+            completed=done.step,
+            **{"reward": "-", "acc": latest, "tps": "-", "split": "-"},
+        )
+        while done.step < cfg.steps and not out_of_samples(cfg, pipeline, done.budget):
+            done.step += 1
+            # 1. rollouts: the stages' preparation, then the kept groups of this step
+            t0 = time.perf_counter()
+            pipeline.prepare(done.step - 1, ctx)
+            collected = source.next()
+            batch, info = collected.batch, collected.info
+            t1 = time.perf_counter()
+            batch = shape_rewards(batch, parts.shaping, cfg.max_new_tokens)
+            if reference is not None and len(batch) > 0:
+                batch = batch.replace(
+                    ref_logprobs=reference_logprobs(reference, batch, cfg, tokenizer)
+                )
+            # 2. advantages on the kept groups, then the advantage-time stages; a step that
+            # kept no group (on_exhaust=train_partial) makes no update
+            kept = len(batch) > 0
+            advantages = parts.advantage(batch) if kept else batch.response_mask.float()
+            adv_metrics = parts.advantage.metrics(batch) if kept else {}
+            scored = (batch, advantages)
+            if kept:
+                batch, advantages = pipeline.select(batch, advantages, done.step - 1, cfg.steps)
+            t2 = time.perf_counter()
+            # 3. learn: μ epochs × minibatches of whole groups × micro-batches
+            learn = {}
+            if kept:
+                learn = update(
+                    model,
+                    optimiser,
+                    scheduler,
+                    parts.loss,
+                    batch,
+                    advantages,
+                    cfg,
+                    tokenizer.pad_token_id,
+                    generator,
+                    token_mask=pipeline.token_mask,
+                )
+            t3 = time.perf_counter()
+            source.update(collected)
+            # 4. metrics, samples, evaluation, checkpoint
+            metrics = _step_metrics(*scored, info, learn, scheduler, t0, t1, t2, t3)
+            metrics.update({**adv_metrics, **pipeline.metrics(), **done.budget.as_metrics()})
+            run.log(done.step, metrics)
+            run.log_samples(done.step, _samples(info, collected.outcomes, cfg.samples_per_log))
+            last = done.step == cfg.steps or out_of_samples(cfg, pipeline, done.budget)
+            if last or (cfg.eval_every and done.step % cfg.eval_every == 0):
+                held_out(model, tokenizer, task, cfg, run, done)
+            if last or (cfg.save_every and done.step % cfg.save_every == 0):
+                state = checkpoint_state(done, optimiser, scheduler, pipeline, generator)
+                run.save_checkpoint(done.step, state, model=model, tokenizer=tokenizer)
+            bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
+
+    before, after = done.evals[0], done.evals[-1]
+    run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
+    rows = run.metrics("train")
+    summary = summary_table(cfg, before, after, rows, done.elapsed, done.step, done.budget.samples)
+    run.write_summary(summary)
+    run.close()
+    return TrainResult(str(run.dir), before, after, done.step, done.elapsed)
+
+
+def compose(cfg: TrainConfig) -> Plan:
+    """The run's components, task, rewards, training prompts and stages, every option
+    checked before any model loads or any folder is made."""
     parts = components(
         cfg.algo,
         max_new_tokens=cfg.max_new_tokens,
@@ -82,11 +221,6 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         failure_reward=cfg.failure_reward,
         functions={task.name: task.reward},
     )
-    resolved = {
-        "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
-        "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
-        "selection": {"name": parts.selection.name, **asdict(parts.selection.options)},
-    }
     pool = task.examples(
         "train",
         min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
@@ -97,279 +231,100 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             f"offline_prompts = {cfg.offline_prompts} exceeds the {len(pool)} training prompts "
             f"of {task.name} (train_pool = {cfg.train_pool})"
         )
-    # the sampler's options are checked before any model loads or any folder is made
-    sampler_name, sampler_options, sampler = sampler_for(
-        cfg.algo, cfg.sampler, cfg.sampler_options, len(pool), cfg.seed
-    )
-    resolved["sampler"] = {"name": sampler_name, **sampler_options}
-    augmenter = None
-    if cfg.augment == "difficulty":
-        augmenter = DifficultyAugmenter.from_options(cfg.augment_options, seed=cfg.seed)
-    run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
-    torch.manual_seed(cfg.seed)
-    model, tokenizer = load_model(cfg.model)
-    needs_ref = parts.loss.options.needs_reference or parts.advantage.options.kl_coef > 0
-    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
-    engine = HFEngine(model, tokenizer)
-    sampling = Sampling(
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        top_k=cfg.top_k,
+    pipeline = build_pipeline(cfg, parts, len(pool))
+    resolved = {
+        "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
+        "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
+        "selection": {"name": parts.selection.name, **asdict(parts.selection.options)},
+        "sampler": {"name": pipeline.prompts.name, **asdict(pipeline.prompts.options)},
+        "stages": pipeline.describe(),
+    }
+    return Plan(parts, task, reward_fn, pool, pipeline, resolved)
+
+
+def held_out(model, tokenizer, task, cfg: TrainConfig, run: Run, done: Progress) -> dict:
+    """Held-out scores now, logged at the current step with the budget spent so far."""
+    scores = evaluate(
+        model,
+        tokenizer,
+        task,
+        n=cfg.eval_n,
+        seed=cfg.eval_seed,
         max_new_tokens=cfg.max_new_tokens,
-        stop_strings=tuple(cfg.stop_strings),
-    )
-    generator = torch.Generator().manual_seed(cfg.seed)
-    # BCPG-NSA's step labels (β ≠ 1): the task's step judge, if it has one
-    judge = getattr(task, "step_labels", None)
-    needs_labels = getattr(parts.loss.options, "needs_step_labels", False)
-    if needs_labels and judge is None:
-        log.warning("%s has no step judge: no step is labelled, so NSA weights nothing", task)
+    ).as_dict()
+    scores.update(done.budget.as_metrics())
+    scores["time/elapsed_s"] = done.elapsed
+    run.log(done.step, scores, kind="eval")
+    done.evals.append({"step": done.step, **scores})
+    return scores
 
-    def sample_round(examples):
-        """G completions of each example → rewards (→ step labels, when the loss reads them)."""
-        batch, info = rollout(
-            examples,
-            engine,
-            tokenizer,
-            sampling,
-            cfg.samples_per_prompt,
-            reward_fn,
-            generator=generator,
-            mask_truncated=cfg.mask_truncated,
+
+def out_of_samples(cfg: TrainConfig, pipeline: Pipeline, budget: Budget) -> bool:
+    """The sample budget is spent (a prompt stage that generates nothing, such as offline
+    data, never runs out)."""
+    spends = bool(pipeline.prompts.spends)
+    return bool(cfg.max_samples) and budget.samples >= cfg.max_samples and spends
+
+
+def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.Tensor:
+    with torch.no_grad():
+        ref, _ = sequence_logprobs(
+            reference,
+            batch.extras["prompt_ids"],
+            batch.response_ids,
+            batch.response_mask,
+            pad_id=tokenizer.pad_token_id,
+            temperature=cfg.temperature,
         )
-        if needs_labels:
-            batch = label_steps(batch, examples, tokenizer, judge)
-        return batch, info
-
-    # CAPO's model of the optimiser: Adam moments of the LM head rows, checkpointed
-    capo = parts.selection.name == "capo"
-    curvature = CurvatureState.from_options(parts.selection.options) if capo else None
-    optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    updates = cfg.steps * cfg.epochs * cfg.minibatches
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
-
-    # what the run has spent: every generated sample and token counts, kept or not (the
-    # arena's budget); wall-clock carried over a resume
-    start_step, evals, spent, elapsed = 0, [], {"samples": 0, "tokens": 0}, 0.0
-    offline = offline_set(cfg, run.dir, pool, sample_round, spent) if cfg.offline_prompts else None
-    if offline is not None:  # the run draws stored groups, in seeded epochs
-        sampler = UniformSampler(offline.groups, seed=cfg.seed)
-    restored = run.load_checkpoint() if resume else None
-    if restored is not None:
-        path, state = restored
-        model.load_state_dict(load_model(str(path / "model"))[0].state_dict())  # exact fp32
-        optimiser.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        sampler.load_state_dict(state["sampler"])
-        generator.set_state(state["generator"])
-        if curvature is not None:
-            curvature.load_state_dict(state["curvature"])
-        if augmenter is not None:
-            augmenter.load_state_dict(state["augmenter"])
-        start_step, evals = state["step"], state["evals"]
-        spent, elapsed = state.get("spent", spent), state.get("elapsed_s", 0.0)
-        log.info("resumed %s at step %d", run.dir, start_step)
-
-    def held_out(step: int) -> dict[str, float]:
-        scores = evaluate(
-            model,
-            tokenizer,
-            task,
-            n=cfg.eval_n,
-            seed=cfg.eval_seed,
-            max_new_tokens=cfg.max_new_tokens,
-        ).as_dict()
-        scores["budget/samples"] = spent["samples"]
-        scores["budget/tokens"] = spent["tokens"]
-        scores["time/elapsed_s"] = elapsed + time.perf_counter() - started
-        run.log(step, scores, kind="eval")
-        evals.append({"step": step, **scores})
-        return scores
-
-    def generate_round():
-        """One round: prompts_per_step prompts → G completions each → rewards (or, with
-        offline data, prompts_per_step stored groups)."""
-        indices = sampler.sample(cfg.prompts_per_step)
-        if offline is not None:
-            return offline.draw(indices)
-        examples = [pool[i] for i in indices]
-        batch, info = sample_round(examples)
-        if augmenter is not None:  # Reg-GRPO: too easy → harder variant, too hard → easier
-            batch, info, extra = augment_round(examples, batch, info, augmenter, task, sample_round)
-            spent["samples"] += extra
-        return indices, batch, info
-
-    def refresh_sampler(done: int) -> dict[str, float]:
-        """VAS's scoring pass when due: n_score fresh completions of the prompts it asks
-        for, charged to the budget like any other sample."""
-        if not getattr(sampler, "needs_refresh", None) or not sampler.needs_refresh(done):
-            return {}
-        t = time.perf_counter()
-        chosen = sampler.to_score()
-        correct, responses, info = score_prompts(
-            [pool[i] for i in chosen],
-            engine,
-            tokenizer,
-            sampling,
-            sampler.n_score,
-            reward_fn,
-            generator=generator,
-            chunk=cfg.prompts_per_step,
-        )
-        sampler.refresh(chosen, correct, responses)
-        spent["samples"] += correct.numel()
-        spent["tokens"] += info.generated_tokens
-        return {
-            "perf/vas_refresh_s": time.perf_counter() - t,
-            "vas/refresh_samples": float(correct.numel()),
-        }
-
-    def out_of_samples() -> bool:  # a run on offline data generates nothing more
-        return bool(cfg.max_samples) and spent["samples"] >= cfg.max_samples and not offline
-
-    started = time.perf_counter()
-    if start_step == 0:
-        held_out(0)
-        log.info(
-            "with one inner epoch the policy loss is ~0 at every step (ratio 1, centred "
-            "advantages) while its gradient is not: watch reward, grad_norm and "
-            "adv/zero_std_frac instead"
-        )
-    fields = {"reward": "reward", "acc": "held-out", "tps": "tok/s", "split": "gen/score/learn"}
-    with progress_bar(f"{cfg.algo} on {task.name}", cfg.steps, fields, cfg.progress) as bar:
-        job = bar.add_task(
-            f"{cfg.algo} · {task.name}",
-            total=cfg.steps,
-            completed=start_step,
-            reward="-",
-            acc=f"{evals[-1]['eval/greedy_accuracy']:.2f}",
-            tps="-",
-            split="-",
-        )
-        step = start_step
-        while step < cfg.steps and not out_of_samples():
-            step += 1
-            # 1. rollouts: VAS's scoring pass when due; then rounds of prompts → G
-            # completions → rewards → selection, until prompts_per_step groups are kept
-            t0 = time.perf_counter()
-            refreshed = refresh_sampler(step - 1)
-            collected = collect_groups(
-                generate_round,
-                parts.selection if parts.selection.stage == "rollouts" else _keep_all,
-                cfg.prompts_per_step,
-                max_rounds=cfg.max_gen_rounds,
-                on_exhaust=cfg.on_exhaust,
-            )
-            batch, info = collected.batch, collected.info
-            t1 = time.perf_counter()
-            spent["samples"] += collected.samples if offline is None else 0
-            spent["tokens"] += info.generated_tokens
-            batch = shape_rewards(batch, parts.shaping, cfg.max_new_tokens)
-            if reference is not None and len(batch) > 0:
-                with torch.no_grad():
-                    ref, _ = sequence_logprobs(
-                        reference,
-                        batch.extras["prompt_ids"],
-                        batch.response_ids,
-                        batch.response_mask,
-                        pad_id=tokenizer.pad_token_id,
-                        temperature=cfg.temperature,
-                    )
-                batch = batch.replace(ref_logprobs=ref)
-            # 2. advantages on the kept groups (the reference forward is timed with them);
-            # a step that kept no group (on_exhaust=train_partial) makes no update
-            kept = len(batch) > 0
-            advantages = parts.advantage(batch) if kept else batch.response_mask.float()
-            adv_metrics = parts.advantage.metrics(batch) if kept else {}
-            scored, chosen = (batch, advantages), None
-            if kept and parts.selection.stage == "advantages":  # D³S: rows and tokens
-                chosen = parts.selection(
-                    batch, advantages, {"step": step - 1, "total_steps": cfg.steps}
-                )
-                advantages = advantages[chosen.row_keep]
-                batch = chosen.apply(batch)
-            t2 = time.perf_counter()
-            # 3. learn: μ epochs × minibatches of whole groups × micro-batches
-            learn = {}
-            if kept:
-                learn = update(
-                    model,
-                    optimiser,
-                    scheduler,
-                    parts.loss,
-                    batch,
-                    advantages,
-                    cfg,
-                    tokenizer.pad_token_id,
-                    generator,
-                    mask_tokens=parts.selection if parts.selection.stage == "learn" else None,
-                    mask_state={"curvature": curvature},
-                )
-            t3 = time.perf_counter()
-            sampler.update(collected.indices, collected.outcomes)
-            # 4. metrics, samples, evaluation, checkpoint
-            metrics = _step_metrics(*scored, info, learn, scheduler, t0, t1, t2, t3)
-            if parts.selection.stage == "rollouts" and parts.selection.name != "all":
-                metrics.update(collected.metrics)
-            metrics.update({**adv_metrics, **(chosen.metrics if chosen else {})})
-            metrics.update({**sampler.metrics(), **refreshed})
-            metrics.update(augmenter.metrics() if augmenter else {})
-            metrics.update({"budget/samples": spent["samples"], "budget/tokens": spent["tokens"]})
-            run.log(step, metrics)
-            run.log_samples(
-                step,
-                [
-                    {
-                        "prompt": info.prompts[i],
-                        "completion": info.completions[i],
-                        "reward": float(collected.outcomes[i]),
-                    }
-                    for i in range(min(cfg.samples_per_log, len(info.completions)))
-                ],
-            )
-            last = step == cfg.steps or out_of_samples()
-            if last or (cfg.eval_every and step % cfg.eval_every == 0):
-                held_out(step)
-            if last or (cfg.save_every and step % cfg.save_every == 0):
-                run.save_checkpoint(
-                    step,
-                    {
-                        "step": step,
-                        "optimizer": optimiser.state_dict(),
-                        "scheduler": scheduler.state_dict(),
-                        "sampler": sampler.state_dict(),
-                        "generator": generator.get_state(),
-                        "curvature": curvature.state_dict() if curvature else None,
-                        "augmenter": augmenter.state_dict() if augmenter else None,
-                        "evals": evals,
-                        "spent": spent,
-                        "elapsed_s": elapsed + time.perf_counter() - started,
-                    },
-                    model=model,
-                    tokenizer=tokenizer,
-                )
-            bar.update(
-                job,
-                completed=step,
-                reward=f"{metrics['reward/mean']:.3f}",
-                acc=f"{evals[-1]['eval/greedy_accuracy']:.2f}",
-                tps=f"{metrics['perf/tokens_per_s']:.0f}",
-                split=f"{metrics['perf/generate_frac']:.0%}/"
-                f"{metrics['perf/score_frac']:.0%}/{metrics['perf/learn_frac']:.0%}",
-            )
-
-    seconds = elapsed + time.perf_counter() - started
-    before, after = evals[0], evals[-1]
-    run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
-    rows = run.metrics("train")
-    run.write_summary(summary_table(cfg, before, after, rows, seconds, step, spent["samples"]))
-    run.close()
-    return TrainResult(str(run.dir), before, after, step, seconds)
+    return ref
 
 
-def _keep_all(batch) -> Selection:
-    """The rounds' selection when the configured one runs later (D³S, CAPO)."""
-    return select_all(batch, None, AllOptions())
+def checkpoint_state(done: Progress, optimiser, scheduler, pipeline, generator) -> dict:
+    return {
+        "step": done.step,
+        "optimizer": optimiser.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "stages": pipeline.state_dict(),
+        "generator": generator.get_state(),
+        "evals": done.evals,
+        "spent": done.budget.state_dict(),
+        "elapsed_s": done.elapsed,
+    }
+
+
+def restore(restored, model, optimiser, scheduler, pipeline, generator, run) -> Progress:
+    """The run's state from its newest checkpoint (model, optimiser, scheduler, stages,
+    sampling RNG), and what it had done."""
+    path, state = restored
+    model.load_state_dict(load_model(str(path / "model"))[0].state_dict())  # exact fp32
+    optimiser.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    pipeline.load_state_dict(state["stages"])
+    generator.set_state(state["generator"])
+    budget = Budget()
+    budget.load_state_dict(state["spent"])
+    log.info("resumed %s at step %d", run.dir, state["step"])
+    return Progress(state["step"], state["evals"], budget, state.get("elapsed_s", 0.0))
+
+
+BAR_FIELDS = {"reward": "reward", "acc": "held-out", "tps": "tok/s", "split": "gen/score/learn"}
+
+
+def _bar(metrics: dict, latest_eval: dict) -> dict[str, str]:
+    return {
+        "reward": f"{metrics['reward/mean']:.3f}",
+        "acc": f"{latest_eval['eval/greedy_accuracy']:.2f}",
+        "tps": f"{metrics['perf/tokens_per_s']:.0f}",
+        "split": f"{metrics['perf/generate_frac']:.0%}/"
+        f"{metrics['perf/score_frac']:.0%}/{metrics['perf/learn_frac']:.0%}",
+    }
+
+
+def _samples(info, outcomes, n: int) -> list[dict]:
+    return [
+        {"prompt": info.prompts[i], "completion": info.completions[i], "reward": float(outcomes[i])}
+        for i in range(min(n, len(info.completions)))
+    ]
 
 
 def _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3) -> dict[str, float]:

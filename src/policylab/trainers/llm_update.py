@@ -1,8 +1,8 @@
 """The learn phase of the language-model trainer: μ epochs over minibatches of whole
 groups, each minibatch one optimiser step accumulated over micro-batches with the
 minibatch's global normaliser (algebra/aggregate.py), so micro-batching never changes the
-gradient. A "learn"-stage selection (CAPO) masks tokens of each micro-batch here, from
-the micro-batch's own forward pass."""
+gradient. A "learn" stage (CAPO) masks tokens of each micro-batch here, from the
+micro-batch's own forward pass."""
 
 from __future__ import annotations
 
@@ -26,15 +26,14 @@ def update(
     cfg: TrainConfig,
     pad_id: int,
     generator: torch.Generator,
-    mask_tokens=None,
-    mask_state: dict | None = None,
+    token_mask=None,
 ) -> dict[str, float]:
     """μ epochs; each splits the batch into `minibatches` of whole groups (one optimiser
     step each) and accumulates micro-batches with the minibatch's global normaliser.
 
-    `mask_tokens`: a "learn"-stage selection (CAPO), called on each micro-batch with its
-    forward pass's head input and logits, `mask_state` and the current lr; masked tokens
-    leave the loss. The normaliser still counts them (it is fixed per minibatch before any
+    `token_mask`: a "learn" stage (stages/rollouts.py TokenMask: CAPO), called on each
+    micro-batch with its forward pass (head input and logits) and the current lr; masked
+    tokens leave the loss. The normaliser still counts them (it is fixed per minibatch before any
     forward, so that micro-batching stays exact) [ours]; under seq-mean-token-mean each
     row averages over its kept tokens, as CAPO's code does."""
     options = loss_fn.options
@@ -62,17 +61,12 @@ def update(
                     pad_id=pad_id,
                     temperature=cfg.temperature,
                     with_entropy=True,
-                    with_head=mask_tokens is not None,
+                    with_head=token_mask is not None,
                 )
                 logp, entropy, kept = forward.logprobs, forward.entropy, part.response_mask
                 masked = {}
-                if mask_tokens is not None:
-                    head = {"head_input": forward.head_input, "logits": forward.logits}
-                    chosen = mask_tokens(
-                        part.replace(extras={**part.extras, **head}),
-                        part_adv,
-                        {**(mask_state or {}), "lr": scheduler.get_last_lr()[0]},
-                    )
+                if token_mask is not None:
+                    chosen = token_mask.mask(part, part_adv, forward, scheduler.get_last_lr()[0])
                     kept, masked = kept * chosen.token_weight, chosen.metrics
                 loss, m = loss_fn(
                     logprobs=logp,

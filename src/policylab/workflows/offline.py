@@ -34,6 +34,7 @@ class OfflineSet:
     batch: Rollouts  # the kept groups, ids 0..K−1; extras hold each row's prompt/completion
     samples: int  # samples generated to build it (kept or not)
     tokens: int
+    built_now: bool = False  # sampled by this process (not read back from the run folder)
 
     @property
     def groups(self) -> int:
@@ -111,17 +112,17 @@ def label_steps(batch: Rollouts, examples: list[dict], tokenizer, judge) -> Roll
     return batch.replace(segment_ids=seg, extras={**batch.extras, STEP_LABELS: labels})
 
 
-def offline_set(cfg, folder, pool, sample_round, spent) -> OfflineSet:
+def offline_set(prompts: int, per_round: int, folder, pool, sample_round) -> OfflineSet:
     """The run's offline data: read back from the run folder, or sampled now from the
-    initial policy (`sample_round(examples) -> (Rollouts, RolloutInfo)`) over the first
-    `cfg.offline_prompts` prompts of the pool, saved, and charged to `spent`."""
+    initial policy (`sample_round(examples) -> (Rollouts, RolloutInfo)`, `per_round`
+    prompts a call) over the first `prompts` prompts of the pool and saved; `built_now`
+    says which (only a set built now is charged to the budget)."""
     stored = OfflineSet.load(folder)
     if stored is not None:
         return stored
-    prompts = pool[: cfg.offline_prompts]
-    chunks = range(0, len(prompts), cfg.prompts_per_step)
-    built = build_offline_set([sample_round(prompts[i : i + cfg.prompts_per_step]) for i in chunks])
+    chosen = pool[:prompts]
+    chunks = range(0, len(chosen), per_round)
+    built = build_offline_set([sample_round(chosen[i : i + per_round]) for i in chunks])
     built.save(folder)
-    spent["samples"] += built.samples
-    spent["tokens"] += built.tokens
+    built.built_now = True
     return built

@@ -14,13 +14,11 @@ from dataclasses import dataclass
 
 import torch
 
-from policylab.algebra.empg import segment_ids_from_newlines
 from policylab.algebra.selection import accuracy
 from policylab.engines import Engine, Sampling
 from policylab.evaluate import prompt_ids as tokenize_prompts
 from policylab.rewards import CombinedReward
 from policylab.rollouts import Rollouts
-from policylab.tasks.base import extract_answer
 
 
 @dataclass
@@ -90,8 +88,6 @@ def rollout(
     rewards = torch.tensor(scored.total, dtype=torch.float32)
     batch = Rollouts(
         rewards=rewards,
-        # steps = lines (EMPG's per-step entropy, BCPG-NSA's judged steps)
-        segment_ids=segment_ids_from_newlines(gen.response_ids, newline_ids(tokenizer)),
         response_mask=mask,
         group_ids=torch.arange(len(prompts)).repeat_interleave(n),
         response_ids=gen.response_ids,
@@ -99,11 +95,8 @@ def rollout(
         entropy=gen.entropy,
         truncated=truncated,
         reward_parts={k: torch.tensor(v, dtype=torch.float32) for k, v in scored.parts.items()},
-        # each row's final answer (<answer>…</answer>, None if absent): COPO's consistency
-        extras={
-            "prompt_ids": [p for p in ids for _ in range(n)],
-            "answers": [extract_answer(t) for t in gen.texts],
-        },
+        # columns only some methods read (steps, answers) come from annotate stages
+        extras={"prompt_ids": [p for p in ids for _ in range(n)]},
     )
     tokens = int(gen.response_mask.sum())
     info = RolloutInfo(
@@ -145,3 +138,55 @@ def score_prompts(
         responses += [ids[i : i + n] for i in range(0, len(ids), n)]
         infos.append(info)
     return torch.cat(correct), responses, RolloutInfo.concat(infos)
+
+
+class SingleTurn:
+    """The single-turn workflow of one run: `workflow(examples) -> (Rollouts, RolloutInfo)`
+    generates G completions per example, scores them and applies the run's annotators
+    (stages of kind "annotate"); `score(examples, n)` is a scoring pass (VAS)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        tokenizer,
+        task,
+        sampling: Sampling,
+        n: int,
+        reward_fn: CombinedReward,
+        generator: torch.Generator,
+        *,
+        mask_truncated: bool = False,
+        annotators: list | None = None,
+    ) -> None:
+        self.engine, self.tokenizer, self.task = engine, tokenizer, task
+        self.sampling, self.n, self.reward_fn = sampling, n, reward_fn
+        self.generator, self.mask_truncated = generator, mask_truncated
+        self.annotators = annotators or []
+
+    def __call__(self, examples: list[dict]) -> tuple[Rollouts, RolloutInfo]:
+        batch, info = rollout(
+            examples,
+            self.engine,
+            self.tokenizer,
+            self.sampling,
+            self.n,
+            self.reward_fn,
+            generator=self.generator,
+            mask_truncated=self.mask_truncated,
+        )
+        for annotator in self.annotators:
+            batch = annotator.annotate(batch, examples, info, self)
+        return batch, info
+
+    def score(self, examples: list[dict], n: int, *, chunk: int = 16):
+        """`score_prompts` with this run's engine, sampling and rewards."""
+        return score_prompts(
+            examples,
+            self.engine,
+            self.tokenizer,
+            self.sampling,
+            n,
+            self.reward_fn,
+            generator=self.generator,
+            chunk=chunk,
+        )

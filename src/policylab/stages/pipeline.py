@@ -1,0 +1,221 @@
+"""A run's stages, built from its config and recipe before any model loads, and the
+rollout source that turns them into each step's kept groups."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from policylab.algebra.options import build_options
+from policylab.algebra.selection import AllOptions, Selection, select_all
+from policylab.rollouts import Rollouts
+from policylab.stages.base import Budget, Stage, StageContext, stages
+from policylab.stages.prompts import PromptStage
+from policylab.stages.rollouts import RULE_STAGES, AdvantageSelector, Filter, TokenMask
+from policylab.workflows.rounds import Collected, collect_groups
+
+
+@dataclass
+class Pipeline:
+    """The stages of one run, by kind: one prompt source, then any annotators and
+    augmenters, at most one filter, advantage-time selectors, at most one token mask."""
+
+    prompts: PromptStage
+    annotators: list[Stage] = field(default_factory=list)
+    augmenters: list[Stage] = field(default_factory=list)
+    filter: Filter | None = None
+    selectors: list[AdvantageSelector] = field(default_factory=list)
+    token_mask: TokenMask | None = None
+
+    def __iter__(self) -> Iterator[Stage]:
+        yield self.prompts
+        yield from self.annotators
+        yield from self.augmenters
+        yield from [self.filter] if self.filter is not None else []
+        yield from self.selectors
+        yield from [self.token_mask] if self.token_mask is not None else []
+
+    def setup(self, ctx: StageContext) -> None:
+        """Once per process, before a resumed run restores the stages' state."""
+        for stage in self:
+            if hasattr(stage, "setup"):
+                stage.setup(ctx)
+
+    def prepare(self, step: int, ctx: StageContext) -> None:
+        """Before each step (`step` = steps done)."""
+        for stage in self:
+            if hasattr(stage, "prepare"):
+                stage.prepare(step, ctx)
+
+    def select(self, batch: Rollouts, advantages, step: int, total_steps: int):
+        """The advantage-time selectors in order: the kept rows and their advantages."""
+        for selector in self.selectors:
+            chosen = selector.select(batch, advantages, step, total_steps)
+            advantages, batch = advantages[chosen.row_keep], chosen.apply(batch)
+            selector.last = chosen.metrics
+        return batch, advantages
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for stage in self:
+            out.update(stage.metrics())
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {stage.name: stage.state_dict() for stage in self}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for stage in self:
+            stage.load_state_dict(state[stage.name])
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """{name: {kind, options}} for the resolved config."""
+        return {s.name: {"kind": s.kind, **_fields(s.options)} for s in self}
+
+
+def build_pipeline(cfg, parts, pool_size: int) -> Pipeline:
+    """The stages a language-model run of `cfg` uses, every option checked: the prompt
+    source (offline data, the configured sampler, or the recipe's), the annotators the
+    components read, the augmenter, and the selection at the stage it declares."""
+    recipe = parts.recipe
+    if cfg.offline_prompts:
+        name, options = "offline", {"prompts": cfg.offline_prompts}
+    else:
+        name = cfg.sampler or recipe.sampler or "uniform"
+        options = recipe.component_defaults("sampler") if name == recipe.sampler else {}
+        options = {**options, **cfg.sampler_options}
+    prompts = _stage(name, options, "prompts")(
+        build_options(stages.entry(name).config, options, where=f"sampler {name!r}"),
+        pool_size,
+        cfg.seed,
+    )
+    pipeline = Pipeline(prompts, annotators=annotators_for(parts, WORKFLOW_COLUMNS))
+    if cfg.augment != "none":
+        cls = _stage(cfg.augment, cfg.augment_options, "augment")
+        where = f"augment {cfg.augment!r}"
+        pipeline.augmenters.append(
+            cls(build_options(cls.Options, cfg.augment_options, where=where), seed=cfg.seed)
+        )
+    rule = parts.selection
+    if not getattr(rule.fn, "keeps_everything", False):
+        stage = RULE_STAGES[rule.stage](rule)
+        if isinstance(stage, AdvantageSelector):
+            pipeline.selectors.append(stage)
+        elif isinstance(stage, TokenMask):
+            pipeline.token_mask = stage
+        else:
+            pipeline.filter = stage
+    return pipeline
+
+
+# what a single-turn rollout carries without any annotator (workflows/single_turn.py)
+WORKFLOW_COLUMNS = frozenset(
+    {
+        "rewards",
+        "response_ids",
+        "response_mask",
+        "logprobs",
+        "entropy",
+        "group_ids",
+        "truncated",
+        "reward_parts",
+        "prompt_ids",
+        "ref_logprobs",
+    }
+)
+
+
+def reads_of(parts) -> dict[str, tuple[str, ...]]:
+    """{component: the columns it reads}, as its options declare (`reads`)."""
+    named = {"advantage": parts.advantage, "loss": parts.loss, "selection": parts.selection}
+    return {
+        f"{kind} {c.name!r}": tuple(getattr(c.options, "reads", ())) for kind, c in named.items()
+    }
+
+
+def annotators_for(parts, available: frozenset[str]) -> list[Stage]:
+    """The annotators that provide what the components read and the workflow lacks: each
+    time the one providing most of what is still missing (ties by name). A column nothing
+    provides is an error naming the component, before any model loads."""
+    missing = {col: who for who, cols in reads_of(parts).items() for col in cols}
+    for col in available:
+        missing.pop(col, None)
+    candidates = [stages.get(n) for n in stages.names() if stages.get(n).kind == "annotate"]
+    chosen: list[Stage] = []
+    while missing:
+        best = max(candidates, key=lambda c: len(set(c.provides) & set(missing)), default=None)
+        if best is None or not set(best.provides) & set(missing):
+            col, who = next(iter(missing.items()))
+            raise ValueError(
+                f"{who} reads {col!r}, which this workflow does not provide and no annotate "
+                f"stage adds (annotate stages: {', '.join(c.name for c in candidates)})"
+            )
+        chosen.append(best(best.Options()))
+        candidates.remove(best)
+        for col in best.provides:
+            missing.pop(col, None)
+    return chosen
+
+
+def _stage(name: str, options: dict, kind: str) -> type[Stage]:
+    cls = stages.get(name)
+    if cls.kind != kind:
+        choices = [n for n in stages.names() if stages.get(n).kind == kind]
+        raise ValueError(f"{name!r} is a {cls.kind} stage, not a {kind} one; choices: {choices}")
+    return cls
+
+
+def _fields(options: Any) -> dict[str, Any]:
+    return dataclasses.asdict(options) if dataclasses.is_dataclass(options) else {}
+
+
+class RolloutSource:
+    """Each step's kept groups: rounds of (prompts drawn by the prompt stage → stored
+    groups, or generation by the workflow with its annotators → augmenters) until the
+    filter has kept `groups` of them; every generated sample and token is charged."""
+
+    def __init__(self, pool: list[dict], pipeline: Pipeline, workflow, budget: Budget, cfg):
+        self.pool, self.pipeline, self.workflow, self.budget = pool, pipeline, workflow, budget
+        self.groups, self.max_rounds, self.on_exhaust = (
+            cfg.prompts_per_step,
+            cfg.max_gen_rounds,
+            cfg.on_exhaust,
+        )
+
+    def next(self) -> Collected:
+        keep = self.pipeline.filter
+        collected = collect_groups(
+            self._round,
+            keep.select if keep is not None else _keep_all,
+            self.groups,
+            max_rounds=self.max_rounds,
+            on_exhaust=self.on_exhaust,
+        )
+        if keep is not None:
+            keep.last = collected.metrics
+        spent = collected.samples if self.pipeline.prompts.spends else 0
+        self.budget.charge(spent, collected.info.generated_tokens)
+        return collected
+
+    def update(self, collected: Collected) -> None:
+        """What the prompt stage learns from the step's outcomes (VADE's posteriors)."""
+        self.pipeline.prompts.update(collected.indices, collected.outcomes)
+
+    def _round(self):
+        prompts = self.pipeline.prompts
+        indices = prompts.sample(self.groups)
+        stored = prompts.stored(indices)
+        if stored is not None:
+            return stored
+        examples = [self.pool[i] for i in indices]
+        batch, info = self.workflow(examples)
+        for augmenter in self.pipeline.augmenters:
+            batch, info, extra = augmenter.augment(examples, batch, info, self.workflow)
+            self.budget.charge(extra)
+        return indices, batch, info
+
+
+def _keep_all(batch: Rollouts) -> Selection:
+    return select_all(batch, None, AllOptions())
