@@ -1,10 +1,10 @@
 """The softmax bandit: every named algorithm, end to end, on pure tensors.
 
 One state, K arms with Bernoulli rewards, a softmax policy over K logits (a one-state
-`TablePolicy`, policies/table.py). Each step draws
-`prompts_per_step` groups of `samples_per_prompt` actions (a group plays the role of a
-prompt's G samples; each action is a one-token response), scores them, computes the
-recipe's advantages and minimises the recipe's loss over minibatches, exactly as the
+`TablePolicy`, policies/table.py, sampled and evaluated through the policy protocol). Each
+step draws `prompts_per_step` groups of `samples_per_prompt` actions (a group plays the
+role of a prompt's G samples; each action is a one-token response), scores them, computes
+the recipe's advantages and minimises the recipe's loss over minibatches, exactly as the
 language-model trainer will. An algorithm works here before it is trusted on a model:
 `policylab bandit` (part of `make demo`) prints the probability each algorithm puts on the
 best arm, and tests/test_bandit.py requires at least 0.9 within the default budget.
