@@ -27,30 +27,32 @@ def small_language_model():
     return LanguageModelPolicy(model, tokenizer, sampling=Sampling(max_new_tokens=6))
 
 
+NAMES = ["categorical", "gaussian", "pg_rainbow", "flow", "table", "language_model"]
+
+
+@pytest.fixture(scope="module")
 def kinds():
-    """(name, policy, inputs of a batch of 5) for each kind."""
-    torch.manual_seed(0)
-    obs = torch.randn(5, 3)
-    pgr = PGRainbowPolicy(3, 4)
-    pgr.active.fill_(True)  # V_ψ reads the IQN
-    lm = small_language_model()
-    prompts = [lm.tokenizer("12+", add_special_tokens=False)["input_ids"], [5, 6, 7, 8]]
-    return [
-        ("categorical", ActorCritic(3, 4, discrete=True), obs),
-        ("gaussian", ActorCritic(3, 2, discrete=False, normalize_obs=True), obs),
-        ("pg_rainbow", pgr, obs),
-        ("flow", FlowPolicy(3, 2, n_mc=4, flow_steps=3), obs),
-        ("table", TablePolicy(3, 4), torch.tensor([0, 2, 2, 1, 0])),
-        ("language_model", lm, prompts),
-    ]
+    """name → (policy, inputs of a batch of 5 rows, or 2 prompts)."""
+    with torch.random.fork_rng():  # initialisation draws leave the global RNG as found
+        torch.manual_seed(0)
+        obs = torch.randn(5, 3)
+        pgr = PGRainbowPolicy(3, 4)
+        pgr.active.fill_(True)  # V_ψ reads the IQN
+        lm = small_language_model()
+        prompts = [lm.tokenizer("12+", add_special_tokens=False)["input_ids"], [5, 6, 7, 8]]
+        return {
+            "categorical": (ActorCritic(3, 4, discrete=True), obs),
+            "gaussian": (ActorCritic(3, 2, discrete=False, normalize_obs=True), obs),
+            "pg_rainbow": (pgr, obs),
+            "flow": (FlowPolicy(3, 2, n_mc=4, flow_steps=3), obs),
+            "table": (TablePolicy(3, 4), torch.tensor([0, 2, 2, 1, 0])),
+            "language_model": (lm, prompts),
+        }
 
 
-KINDS = kinds()
-
-
-@pytest.mark.parametrize(("name", "policy", "inputs"), KINDS, ids=[k[0] for k in KINDS])
-def test_every_kind_is_a_policy(name, policy, inputs):
-    assert isinstance(policy, Policy)
+@pytest.mark.parametrize("name", NAMES)
+def test_every_kind_is_a_policy(kinds, name):
+    assert isinstance(kinds[name][0], Policy)
 
 
 def test_a_module_without_evaluate_is_not_a_policy():
@@ -60,8 +62,9 @@ def test_a_module_without_evaluate_is_not_a_policy():
     assert not isinstance(OnlySamples(), Policy)
 
 
-@pytest.mark.parametrize(("name", "policy", "inputs"), KINDS, ids=[k[0] for k in KINDS])
-def test_evaluate_reproduces_the_sampling_logprobs(name, policy, inputs):
+@pytest.mark.parametrize("name", NAMES)
+def test_evaluate_reproduces_the_sampling_logprobs(kinds, name):
+    policy, inputs = kinds[name]
     generator = torch.Generator().manual_seed(1)
     if name == "language_model":
         drawn = policy.sample(inputs, generator=generator, n=2)
