@@ -1,5 +1,8 @@
 """Every named algorithm learns the softmax bandit: the end-to-end check of the algebra."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from policylab import list_algorithms
@@ -29,3 +32,14 @@ def test_an_untrained_policy_is_uniform():
     # steps=1 with lr 0: nothing moves, so the best arm keeps probability 1/K.
     result = run_bandit("dapo", steps=1, lr=0.0)
     assert result.best_arm_prob == pytest.approx(0.25)
+
+
+RECORDED = json.loads((Path(__file__).parent / "fixtures" / "bandit_histories.json").read_text())
+
+
+@pytest.mark.parametrize("algorithm", sorted(RECORDED["histories"]))
+def test_the_bandit_reproduces_its_recorded_histories(algorithm):
+    # recorded before the softmax table became a TablePolicy (policies/table.py): the
+    # policy's representation must not change a draw or a float
+    result = run_bandit(algorithm, **RECORDED["config"])
+    assert result.history == RECORDED["histories"][algorithm]

@@ -1,9 +1,10 @@
 """The softmax bandit: every named algorithm, end to end, on pure tensors.
 
-One state, K arms with Bernoulli rewards, a softmax policy over K logits. Each step draws
-`prompts_per_step` groups of `samples_per_prompt` actions (a group plays the role of a
-prompt's G samples; each action is a one-token response), scores them, computes the
-recipe's advantages and minimises the recipe's loss over minibatches, exactly as the
+One state, K arms with Bernoulli rewards, a softmax policy over K logits (a one-state
+`TablePolicy`, policies/table.py, sampled and evaluated through the policy protocol). Each
+step draws `prompts_per_step` groups of `samples_per_prompt` actions (a group plays the
+role of a prompt's G samples; each action is a one-token response), scores them, computes
+the recipe's advantages and minimises the recipe's loss over minibatches, exactly as the
 language-model trainer will. An algorithm works here before it is trusted on a model:
 `policylab bandit` (part of `make demo`) prints the probability each algorithm puts on the
 best arm, and tests/test_bandit.py requires at least 0.9 within the default budget.
@@ -18,6 +19,7 @@ import torch
 
 from policylab.algebra.advantages import GAEOptions, value_targets
 from policylab.api import components
+from policylab.policies.table import TablePolicy
 from policylab.rollouts import Rollouts
 
 
@@ -55,32 +57,33 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
     K, P, G = len(cfg.arm_probs), cfg.prompts_per_step, cfg.samples_per_prompt
     B = P * G
 
-    logits = torch.zeros(K, requires_grad=True)
+    policy = TablePolicy(1, K)
     value = torch.zeros((), requires_grad=True)  # the critic of a one-state problem
     reference = torch.log_softmax(torch.zeros(K), dim=0)  # frozen initial (uniform) policy
-    params = [logits, value] if parts.value is not None else [logits]
+    params = [policy.logits, value] if parts.value is not None else [policy.logits]
     optimiser = torch.optim.Adam(params, lr=cfg.lr)
     group_ids = torch.arange(P).repeat_interleave(G)
     mask = torch.ones(B, 1)
+    states = torch.zeros(B, dtype=torch.long)
 
     history: list[float] = []
     start = time.perf_counter()
     for _ in range(cfg.steps):
         with torch.no_grad():
-            log_pi = torch.log_softmax(logits, dim=0)
-            actions = torch.multinomial(log_pi.exp(), B, replacement=True, generator=gen)
+            drawn = policy.sample(states, generator=gen)
+            actions = drawn.actions
             rewards = torch.bernoulli(arm_probs[actions], generator=gen)
             batch = Rollouts(
                 rewards=rewards,
                 response_mask=mask,
                 group_ids=group_ids,
                 response_ids=actions.unsqueeze(-1),
-                logprobs=log_pi[actions].unsqueeze(-1),
+                logprobs=drawn.logprobs.unsqueeze(-1),
                 ref_logprobs=reference[actions].unsqueeze(-1),
                 values=value.detach().expand(B, 1).clone(),
                 # what EMPG and COPO read: the policy's entropy, and the arm as the "answer";
                 # an action is one step-less token, so BCPG-NSA weights nothing
-                entropy=(-(log_pi.exp() * log_pi).sum()).expand(B, 1).clone(),
+                entropy=drawn.entropy.unsqueeze(-1),
                 segment_ids=torch.full((B, 1), -1),
                 extras={"answers": [str(int(a)) for a in actions], "step_correct": [[]] * B},
             )
@@ -94,7 +97,7 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
             order = torch.randperm(P, generator=gen)
             for groups in order.chunk(cfg.minibatches):
                 rows = torch.isin(group_ids, groups).nonzero(as_tuple=True)[0]
-                logp = torch.log_softmax(logits, dim=0)[actions[rows]].unsqueeze(-1)
+                logp = policy.evaluate(states[rows], actions[rows]).logprobs.unsqueeze(-1)
                 loss, _ = parts.loss(
                     logprobs=logp,
                     old_logprobs=batch.logprobs[rows],
@@ -111,7 +114,7 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
                 optimiser.zero_grad()
                 loss.backward()
                 optimiser.step()
-        history.append(float(torch.softmax(logits.detach(), dim=0)[best]))
+        history.append(float(policy.probs()[0, best]))
 
     reached = next((i + 1 for i, p in enumerate(history) if p >= cfg.target), None)
     return BanditResult(

@@ -64,7 +64,7 @@ def test_euler_integrator_t16_3():
     feats, x0 = torch.zeros(1, 3), torch.ones(1, 1)
     for steps, expected in ((1, 0.0), (2, 0.25), (10, 0.9**10)):
         policy = Decay(3, 1, flow_steps=steps)
-        assert policy.sample(feats, x0=x0).item() == pytest.approx(expected)
+        assert policy.integrate(feats, x0=x0).item() == pytest.approx(expected)
 
 
 def test_sampling_shapes_and_determinism_from_a_seed():
@@ -97,7 +97,7 @@ def test_ratio_is_exactly_one_at_the_rollout_parameters():
     policy = _policy()
     obs = torch.randn(16, 3, generator=torch.Generator().manual_seed(2))
     step = policy.act(obs, torch.Generator().manual_seed(3))
-    logp, entropy, values = policy.evaluate(obs, step.actions, step.extras)
+    logp, entropy, values = policy.evaluate(obs, step.actions, extras=step.extras)
     assert torch.equal(logp, step.logprobs)  # identical numerics, not merely close
     assert torch.equal(-step.extras["fpo_old_cfm"].mean(-1), step.logprobs)
     assert torch.equal(entropy, torch.zeros(16))
@@ -119,7 +119,7 @@ def test_a_step_on_the_clipped_surrogate_moves_the_ratio_with_the_advantage(sign
     obs = torch.randn(4, 3, generator=torch.Generator().manual_seed(4))
     step = policy.act(obs, torch.Generator().manual_seed(5))
     optimiser = torch.optim.SGD(policy.parameters(), lr=0.05)
-    logp, _, _ = policy.evaluate(obs, step.actions, step.extras)
+    logp, _, _ = policy.evaluate(obs, step.actions, extras=step.extras)
     loss, _ = _ppo_clip()(
         logprobs=logp.unsqueeze(-1),
         old_logprobs=step.logprobs.unsqueeze(-1),
@@ -129,7 +129,7 @@ def test_a_step_on_the_clipped_surrogate_moves_the_ratio_with_the_advantage(sign
     loss.backward()
     optimiser.step()
     with torch.no_grad():
-        new_logp, _, _ = policy.evaluate(obs, step.actions, step.extras)
+        new_logp, _, _ = policy.evaluate(obs, step.actions, extras=step.extras)
     ratio = torch.exp(new_logp - step.logprobs)
     new_cfm = -new_logp
     old_cfm = step.extras["fpo_old_cfm"].mean(-1)

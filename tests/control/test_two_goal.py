@@ -9,7 +9,7 @@ import torch
 import policylab.envs  # noqa: F401
 from policylab.config import is_gym_task
 from policylab.envs.two_goal import goal_fractions, reached, reward
-from policylab.policies.mlp import PolicyStep
+from policylab.policies.base import Sample
 
 
 def test_reward_by_hand():
@@ -44,7 +44,7 @@ class FixedActions:
         return obs
 
     def act(self, obs, generator=None):
-        return PolicyStep(self.actions[: len(obs)], torch.zeros(len(obs)), torch.zeros(len(obs)))
+        return Sample(self.actions[: len(obs)], torch.zeros(len(obs)), values=torch.zeros(len(obs)))
 
 
 def test_goal_fractions_count_sampled_episodes():

@@ -1,6 +1,8 @@
-"""Control networks: MLP actor-critics (categorical and diagonal Gaussian) and a
-flow-matching action policy (FPO), and PG-Rainbow's IQN-critic policy."""
+"""Policies: one protocol (`sample` / `evaluate`, policies/base.py) and its kinds — MLP
+actor-critics (categorical and diagonal Gaussian), a flow-matching action policy (FPO),
+PG-Rainbow's IQN-critic policy, a tabular softmax policy and a language model."""
 
+from policylab.policies.base import Evaluation, Policy, Sample
 from policylab.policies.flow import FlowPolicy, fpo_cfm_loss, make_flow_policy
 from policylab.policies.iqn import (
     IQNCritic,
@@ -9,19 +11,25 @@ from policylab.policies.iqn import (
     cosine_features,
     make_pg_rainbow_policy,
 )
-from policylab.policies.mlp import ActorCritic, PolicyStep, RunningMeanStd, make_actor_critic
+from policylab.policies.language_model import LanguageModelPolicy
+from policylab.policies.mlp import ActorCritic, RunningMeanStd, make_actor_critic
+from policylab.policies.table import TablePolicy
 
 __all__ = [
     "ActorCritic",
+    "Evaluation",
     "FlowPolicy",
     "IQNCritic",
     "IQNLearner",
+    "LanguageModelPolicy",
     "PGRainbowPolicy",
-    "cosine_features",
-    "make_pg_rainbow_policy",
-    "PolicyStep",
+    "Policy",
     "RunningMeanStd",
+    "Sample",
+    "TablePolicy",
+    "cosine_features",
     "fpo_cfm_loss",
     "make_actor_critic",
     "make_flow_policy",
+    "make_pg_rainbow_policy",
 ]

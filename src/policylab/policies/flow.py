@@ -13,18 +13,23 @@ time, and stored with the action (common random numbers, §16.4):
     ℓ_θ[i,k] = scale · w(τ_k) · reduce_d (v̂_θ(x^{τ_k}_i, τ_k, o_i) − u_{i,k})²
     L̂_θ[i] = mean_k ℓ_θ[i,k]
 
-So `act` returns logprobs = −L̂_old and `evaluate` returns −L̂_θ on the stored draws, and the
-shared `ppo_clip`'s exp(logp − old_logp) is exactly the FPO ratio exp(L̂_old − L̂_θ)
-(averaged before the exponential, §16.2 "Ratio, averaged mode"). The critic is mlp.py's."""
+So the policy protocol's "log-prob" (policies/base.py) is a surrogate: `sample` returns
+logprobs = −L̂_old with the draws in its extras, and `evaluate` returns −L̂_θ on those stored
+draws, so the shared `ppo_clip`'s exp(logp − old_logp) is exactly the FPO ratio
+exp(L̂_old − L̂_θ) (averaged before the exponential, §16.2 "Ratio, averaged mode"). It is
+not log π(a|o): it is comparable only between two parameter settings on the same draws.
+The critic is mlp.py's."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
 
-from policylab.policies.mlp import ActorCritic, PolicyStep, RunningMeanStd, _layer, _mlp
+from policylab.policies.base import Evaluation, Sample
+from policylab.policies.mlp import ActorCritic, RunningMeanStd, _layer, _mlp
 
 CFM_REDUCE = ("mean", "sum")
 CFM_WEIGHT = ("none", "tau_sq")
@@ -118,7 +123,7 @@ class FlowPolicy(nn.Module):
         """V(s): input x = normalize(obs) [B, obs_dim] → [B]."""
         return self.critic(x).squeeze(-1)
 
-    def sample(
+    def integrate(
         self,
         feats: torch.Tensor,
         generator: torch.Generator | None = None,
@@ -172,32 +177,40 @@ class FlowPolicy(nn.Module):
         )
 
     def evaluate(
-        self, x: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self,
+        x: torch.Tensor,
+        actions: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        extras: dict[str, Any] | None = None,
+    ) -> Evaluation:
         """(−L̂_θ [B], entropy [B] = 0 (intractable; FPO has no entropy bonus, §16.2), V [B])
         on the draws stored at rollout time, `extras["fpo_tau"]` and `extras["fpo_eps"]`."""
         if not extras or "fpo_tau" not in extras:
             raise ValueError("FlowPolicy.evaluate needs the rollout's fpo_tau and fpo_eps draws")
         ell = self.cfm_losses(x, actions, extras["fpo_tau"], extras["fpo_eps"])
         values = self.critic(x).squeeze(-1)
-        return -ell.mean(-1), torch.zeros_like(values), values
+        return Evaluation(-ell.mean(-1), torch.zeros_like(values), values)
 
     @torch.no_grad()
-    def act(
+    def sample(
         self,
         x: torch.Tensor,
-        generator: torch.Generator | None = None,
         *,
+        generator: torch.Generator | None = None,
         deterministic: bool = False,
-    ) -> PolicyStep:
+    ) -> Sample:
         """Integrate to an action at inputs x = normalize(obs), draw its N_mc (τ, ε) and
-        record ℓ_old on them."""
-        actions = self.sample(x, generator, deterministic=deterministic)
+        record ℓ_old on them: logprobs −L̂_old [B], values [B], no entropy, extras fpo_tau
+        [B, N_mc, 1], fpo_eps [B, N_mc, D], fpo_old_cfm [B, N_mc]."""
+        actions = self.integrate(x, generator, deterministic=deterministic)
         tau, eps = self.draws(x.shape[0], generator)
         ell = self.cfm_losses(x, actions, tau, eps)
         values = self.critic(x).squeeze(-1)
         extras = {"fpo_tau": tau, "fpo_eps": eps, "fpo_old_cfm": ell}
-        return PolicyStep(actions, -ell.mean(-1), values, extras)
+        return Sample(actions, -ell.mean(-1), values=values, extras=extras)
+
+    act = ActorCritic.act  # `sample` under the name callers used before the protocol
 
 
 def make_flow_policy(observation_space, action_space, **kwargs) -> FlowPolicy:

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from policylab.algebra.value import quantile_huber, quantile_targets
+from policylab.policies.base import Evaluation
 from policylab.policies.mlp import ActorCritic, _layer
 
 PGR_INPUTS = ("concat", "scaled", "quantiles_only")
@@ -123,9 +124,17 @@ class PGRainbowPolicy(ActorCritic):
     def value(self, x: torch.Tensor) -> torch.Tensor:
         return self._combine(x, self.critic(x).squeeze(-1))
 
-    def evaluate(self, x, actions, extras=None):
-        logp, entropy, v_theta = super().evaluate(x, actions, extras)
-        return logp, entropy, self._combine(x, v_theta)
+    def evaluate(
+        self,
+        x: torch.Tensor,
+        actions: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        extras: dict | None = None,
+    ) -> Evaluation:
+        """(log π(a|s) [B], entropy [B], V_ψ(s) [B]) with grad; V_ψ as in `value`."""
+        logp, entropy, v_theta = super().evaluate(x, actions)
+        return Evaluation(logp, entropy, self._combine(x, v_theta))
 
 
 def make_pg_rainbow_policy(observation_space, action_space, **kwargs) -> PGRainbowPolicy:

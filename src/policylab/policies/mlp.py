@@ -8,18 +8,21 @@ Action log-probs and entropies are summed over action dimensions: one time step 
 "token" of the shared algebra, so the policy loss sees logprobs of shape [B, 1].
 
 Observations and the network's input. `normalize(obs)` turns raw observations into the
-network's input x (the identity without a normaliser); `act`, `value` and `evaluate` take
-x. The collector normalises each step's observations with statistics updated first by
-them (`normalize(obs, update=True)`, SB3's VecNormalize) and stores x, so the learner
+network's input x (the identity without a normaliser); `sample`, `value` and `evaluate`
+take x (`sample` and `evaluate` are the policy protocol's, policies/base.py). The
+collector normalises each step's observations with statistics updated first by them
+(`normalize(obs, update=True)`, SB3's VecNormalize) and stores x, so the learner
 recomputes log-probs on exactly the input the sampler saw."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
+
+from policylab.policies.base import Evaluation, Sample
 
 
 class RunningMeanStd(nn.Module):
@@ -65,17 +68,6 @@ def _mlp(n_in: int, hidden: tuple[int, ...], n_out: int, head_gain: float) -> nn
     return nn.Sequential(*layers)
 
 
-@dataclass
-class PolicyStep:
-    """One forward pass over a batch of observations (no grad at sampling time)."""
-
-    actions: torch.Tensor  # [B] long (discrete) or [B, A] float (continuous)
-    logprobs: torch.Tensor  # [B]
-    values: torch.Tensor  # [B]
-    # per-row tensors the rollout must keep for `evaluate` (the flow policy's FPO draws)
-    extras: dict[str, torch.Tensor] = field(default_factory=dict)
-
-
 class ActorCritic(nn.Module):
     """π(a|s) and V(s) over flat observations.
 
@@ -116,12 +108,17 @@ class ActorCritic(nn.Module):
         return self.critic(x).squeeze(-1)
 
     def evaluate(
-        self, x: torch.Tensor, actions: torch.Tensor, extras: dict | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self,
+        x: torch.Tensor,
+        actions: torch.Tensor,
+        *,
+        mask: torch.Tensor | None = None,
+        extras: dict[str, Any] | None = None,
+    ) -> Evaluation:
         """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions at inputs x, with grad.
-        `extras` (the rollout's per-row extras) is unused: these log-probs are exact."""
+        mask and extras are unused: one action per row, exact log-probs."""
         logp, entropy = self._log_prob(self.actor(x), actions)
-        return logp, entropy, self.critic(x).squeeze(-1)
+        return Evaluation(logp, entropy, self.critic(x).squeeze(-1))
 
     def _log_prob(
         self, out: torch.Tensor, actions: torch.Tensor
@@ -139,14 +136,15 @@ class ActorCritic(nn.Module):
         return logp, entropy
 
     @torch.no_grad()
-    def act(
+    def sample(
         self,
         x: torch.Tensor,
-        generator: torch.Generator | None = None,
         *,
+        generator: torch.Generator | None = None,
         deterministic: bool = False,
-    ) -> PolicyStep:
-        """Sample (or, deterministic, take the mode of) π(·|s) at inputs x = normalize(obs)."""
+    ) -> Sample:
+        """Sample (or, deterministic, take the mode of) π(·|s) at inputs x = normalize(obs):
+        actions, log π(a|s) [B], entropy [B], V(s) [B]."""
         out = self.actor(x)
         if self.discrete:
             if deterministic:
@@ -159,8 +157,18 @@ class ActorCritic(nn.Module):
         else:
             noise = torch.randn(out.shape, generator=generator, dtype=out.dtype)
             actions = out + self.log_std.exp() * noise
-        logp, _ = self._log_prob(out, actions)  # one actor pass; V from `value` (subclasses)
-        return PolicyStep(actions, logp, self.value(x))
+        logp, entropy = self._log_prob(out, actions)  # one actor pass; V from `value`
+        return Sample(actions, logp, entropy=entropy, values=self.value(x))
+
+    def act(
+        self,
+        x: torch.Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        deterministic: bool = False,
+    ) -> Sample:
+        """`sample` under the name callers used before the protocol."""
+        return self.sample(x, generator=generator, deterministic=deterministic)
 
 
 def make_actor_critic(observation_space, action_space, **kwargs) -> ActorCritic:

@@ -318,7 +318,9 @@ def _learn(
     for _ in range(cfg.epochs):
         for rows in torch.randperm(B, generator=generator).split(cfg.minibatch_size):
             extras = {key: value[rows] for key, value in rollouts.extras.items()}
-            logp, entropy, values = policy.evaluate(batch.obs[rows], rollouts.actions[rows], extras)
+            logp, entropy, values = policy.evaluate(
+                batch.obs[rows], rollouts.actions[rows], extras=extras
+            )
             mask = torch.ones(len(rows), 1)
             a = adv[rows].unsqueeze(-1)
             if cfg.norm_adv and len(rows) > 1:

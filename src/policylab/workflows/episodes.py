@@ -114,8 +114,10 @@ class EpisodeCollector:
         )
 
     def collect(self, policy, n_steps: int, generator: torch.Generator | None = None) -> Batch:
-        """`n_steps` steps of every environment under `policy` (an ActorCritic). Batch.rewards
-        are the rewards GAE learns from (scaled if `reward_gamma` was given)."""
+        """`n_steps` steps of every environment under `policy` (a control policy of the
+        protocol in policies/base.py, with a critic: `sample` gives values, and `normalize`
+        and `value` as in policies/mlp.py). Batch.rewards are the rewards GAE learns from
+        (scaled if `reward_gamma` was given); the sample's extras become the rollouts'."""
         T, N = n_steps, self.num_envs
         obs_rows, actions, logprobs, extras = [], [], [], []
         rewards, values, next_values = torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N)
@@ -123,7 +125,7 @@ class EpisodeCollector:
         ep_returns, ep_lengths = [], []
         for t in range(T):
             x = policy.normalize(self.obs, update=True)
-            step = policy.act(x, generator)
+            step = policy.sample(x, generator=generator)
             action = step.actions
             if self.bounds is not None:  # the unclipped sample keeps its exact log-prob
                 action = action.clamp(*self.bounds)
@@ -198,7 +200,7 @@ def evaluate_policy(
     space = envs.single_action_space
     while running.any():
         x = policy.normalize(torch.as_tensor(obs, dtype=torch.float32))
-        step = policy.act(x, deterministic=deterministic)
+        step = policy.sample(x, deterministic=deterministic)
         action = step.actions
         if isinstance(space, gym.spaces.Box):
             action = action.clamp(torch.as_tensor(space.low), torch.as_tensor(space.high))
