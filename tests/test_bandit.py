@@ -9,7 +9,13 @@ from policylab import list_algorithms
 from policylab.bandit import BanditConfig, run_bandit
 
 
-@pytest.mark.parametrize("algorithm", list_algorithms())
+# CAPO's thresholds (τ_F = 1e-4 on each token's predicted policy change) are set for a
+# language model's tiny steps: at the bandit's lr 0.05 its mask rejects nearly every token,
+# so it does not learn here (tested below, and docs/algorithms.md)
+LEARNS_HERE = [a for a in list_algorithms() if a != "capo"]
+
+
+@pytest.mark.parametrize("algorithm", LEARNS_HERE)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_algorithm_reaches_the_best_arm(algorithm, seed):
     cfg = BanditConfig()  # one fixed budget for every algorithm: 300 steps of 64 samples
@@ -18,6 +24,26 @@ def test_every_algorithm_reaches_the_best_arm(algorithm, seed):
         f"{algorithm} put only {result.best_arm_prob:.3f} on the best arm after {cfg.steps} steps"
     )
     assert result.steps_to_target is not None
+
+
+def test_capo_masks_the_bandits_large_steps_unless_its_fisher_threshold_allows_them():
+    # measured (seed 0): 0.272 at the defaults, 0.914 with τ_F = 1e-2
+    stuck = run_bandit("capo", seed=0)
+    assert stuck.best_arm_prob < 0.4 and stuck.steps_to_target is None
+    loosened = run_bandit("capo", seed=0, selection_options={"tau_fisher": 1e-2})
+    assert loosened.best_arm_prob >= 0.9
+
+
+def test_selection_stages_change_the_bandits_run():
+    """The bandit runs the recipes' stages: DAPO refills (more samples), D³S and VAS move
+    away from GRPO's history; with one state, VADE has no prompt to prefer."""
+    grpo = run_bandit("grpo", steps=30, seed=0)
+    for algo in ("dapo", "d3s", "vas", "capo"):
+        assert run_bandit(algo, steps=30, seed=0).history != grpo.history, algo
+    assert run_bandit("dapo", steps=30, seed=0).samples > grpo.samples == 30 * 64
+    assert run_bandit("vade", steps=30, seed=0).history == grpo.history
+    several = dict(steps=30, seed=0, states=4)
+    assert run_bandit("vade", **several).history != run_bandit("grpo", **several).history
 
 
 def test_the_bandit_is_reproducible_from_its_seed():
@@ -40,6 +66,8 @@ RECORDED = json.loads((Path(__file__).parent / "fixtures" / "bandit_histories.js
 @pytest.mark.parametrize("algorithm", sorted(RECORDED["histories"]))
 def test_the_bandit_reproduces_its_recorded_histories(algorithm):
     # recorded before the softmax table became a TablePolicy (policies/table.py): the
-    # policy's representation must not change a draw or a float
+    # policy's representation must not change a draw or a float. The entries of recipes
+    # with stages (capo, d3s, dapo, rpg*, vas) were recorded again when the bandit began
+    # to run them (before, it ignored selections and samplers); the others did not move
     result = run_bandit(algorithm, **RECORDED["config"])
     assert result.history == RECORDED["histories"][algorithm]

@@ -1,11 +1,13 @@
 """The softmax bandit: every named algorithm, end to end, on pure tensors.
 
-One state, K arms with Bernoulli rewards, a softmax policy over K logits (a one-state
-`TablePolicy`, policies/table.py, sampled and evaluated through the policy protocol). Each
-step draws `prompts_per_step` groups of `samples_per_prompt` actions (a group plays the
-role of a prompt's G samples; each action is a one-token response), scores them, computes
-the recipe's advantages and minimises the recipe's loss over minibatches, exactly as the
-language-model trainer will. An algorithm works here before it is trusted on a model:
+K arms with Bernoulli rewards in S states (one by default), a softmax table over them (a
+`TablePolicy`, policies/table.py, sampled and evaluated through the policy protocol).
+Each step the rollout source draws `prompts_per_step` states with the recipe's prompt
+stage and `samples_per_prompt` actions for each (a group plays the role of a prompt's G
+samples; each action is a one-token response), scores them, filters and refills as the
+recipe's stages say; then the recipe's advantages, its advantage-time stages, and its
+loss over minibatches of whole groups (with its learn-time stage), exactly as the
+language-model trainer does. An algorithm works here before it is trusted on a model:
 `policylab bandit` (part of `make demo`) prints the probability each algorithm puts on the
 best arm, and tests/test_bandit.py requires at least 0.9 within the default budget.
 """
@@ -14,19 +16,30 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
 from policylab.algebra.advantages import GAEOptions, value_targets
+from policylab.algebra.aggregate import global_normaliser
+from policylab.algebra.bcpg import STEP_LABELS
+from policylab.algebra.copo import ANSWERS
 from policylab.api import components
 from policylab.policies.table import TablePolicy
 from policylab.rollouts import Rollouts
+from policylab.stages import Budget, RolloutSource, StageContext, build_pipeline
+from policylab.stages.pipeline import WORKFLOW_COLUMNS
+from policylab.workflows.single_turn import RolloutInfo
 
 
 @dataclass(frozen=True)
 class BanditConfig:
     arm_probs: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)  # success probability of each arm
-    prompts_per_step: int = 8  # groups per step
+    # S states ("prompts"): state s scales every arm's success by 1 − spread·s/(S − 1), so
+    # later states are harder; one state is the classic bandit
+    states: int = 1
+    spread: float = 0.75
+    prompts_per_step: int = 8  # groups per step (each a state drawn by the prompt stage)
     samples_per_prompt: int = 8  # G
     steps: int = 300
     minibatches: int = 2  # optimiser steps per batch; the second one is off-policy
@@ -34,6 +47,13 @@ class BanditConfig:
     lr: float = 0.05  # Adam, on the logits (and the critic's value)
     value_coef: float = 0.5  # weight of the value loss for algorithms with a critic
     target: float = 0.9  # probability of the best arm that counts as solved
+    # stages, as in TrainConfig: None = the recipe's
+    sampler: str | None = None
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+    selection: str | None = None
+    selection_options: dict[str, Any] = field(default_factory=dict)
+    max_gen_rounds: int = 10  # filter rounds per step (dynamic sampling)
+    on_exhaust: str = "train_partial"  # near the optimum every group is all-correct
     seed: int = 0
 
 
@@ -41,85 +61,172 @@ class BanditConfig:
 class BanditResult:
     algorithm: str
     seed: int
-    best_arm_prob: float  # final probability of the best arm
+    best_arm_prob: float  # final probability of the best arm (mean over states)
     steps_to_target: int | None  # first step at which it reached cfg.target
     seconds: float
     history: list[float] = field(default_factory=list)  # best-arm probability after each step
+    samples: int = 0  # actions drawn, kept or not (the budget)
+
+
+# what a bandit round carries beyond a plain rollout (so no annotator is needed)
+BANDIT_COLUMNS = WORKFLOW_COLUMNS | {"values", "segment_ids", ANSWERS, STEP_LABELS, "states"}
 
 
 def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) -> BanditResult:
-    """Train a softmax policy on the bandit with the named algorithm's components."""
+    """Train a softmax table on the bandit with the named algorithm's components and
+    stages, through the same rollout source and stages as the language-model trainer."""
     cfg = replace(config or BanditConfig(), **changes)
-    parts = components(algorithm, max_new_tokens=1)
+    parts = components(
+        algorithm,
+        max_new_tokens=1,
+        selection=cfg.selection,
+        selection_overrides=cfg.selection_options,
+    )
+    pool = [{"state": s} for s in range(cfg.states)]
+    pipeline = build_pipeline(cfg, parts, len(pool), provided=BANDIT_COLUMNS)
     gen = torch.Generator().manual_seed(cfg.seed)
-    arm_probs = torch.tensor(cfg.arm_probs)
-    best = int(arm_probs.argmax())
-    K, P, G = len(cfg.arm_probs), cfg.prompts_per_step, cfg.samples_per_prompt
-    B = P * G
-
-    policy = TablePolicy(1, K)
-    value = torch.zeros((), requires_grad=True)  # the critic of a one-state problem
-    reference = torch.log_softmax(torch.zeros(K), dim=0)  # frozen initial (uniform) policy
+    success = arm_success(cfg)
+    best = int(torch.tensor(cfg.arm_probs).argmax())
+    policy = TablePolicy(cfg.states, len(cfg.arm_probs))
+    value = torch.zeros(cfg.states, requires_grad=True)  # V(s): the critic of each state
     params = [policy.logits, value] if parts.value is not None else [policy.logits]
     optimiser = torch.optim.Adam(params, lr=cfg.lr)
-    group_ids = torch.arange(P).repeat_interleave(G)
-    mask = torch.ones(B, 1)
-    states = torch.zeros(B, dtype=torch.long)
+    workflow = TableRounds(policy, value, success, cfg.samples_per_prompt, gen)
+    budget = Budget()
+    ctx = StageContext(pool, workflow, budget, None, cfg.prompts_per_step, cfg.seed)
+    source = RolloutSource(pool, pipeline, workflow, budget, cfg)
 
     history: list[float] = []
     start = time.perf_counter()
-    for _ in range(cfg.steps):
-        with torch.no_grad():
-            drawn = policy.sample(states, generator=gen)
-            actions = drawn.actions
-            rewards = torch.bernoulli(arm_probs[actions], generator=gen)
-            batch = Rollouts(
-                rewards=rewards,
-                response_mask=mask,
-                group_ids=group_ids,
-                response_ids=actions.unsqueeze(-1),
-                logprobs=drawn.logprobs.unsqueeze(-1),
-                ref_logprobs=reference[actions].unsqueeze(-1),
-                values=value.detach().expand(B, 1).clone(),
-                # what EMPG and COPO read: the policy's entropy, and the arm as the "answer";
-                # an action is one step-less token, so BCPG-NSA weights nothing
-                entropy=drawn.entropy.unsqueeze(-1),
-                segment_ids=torch.full((B, 1), -1),
-                extras={"answers": [str(int(a)) for a in actions], "step_correct": [[]] * B},
-            )
-            adv = parts.advantage(batch)
-            returns = None
-            if parts.value is not None:
-                returns = value_targets(batch, _gae_options(parts.advantage.options))
-        for _ in range(cfg.epochs):
-            # minibatches of whole groups, as the language-model trainer: a loss that
-            # reads its group (P3O, PACS) sees all of it
-            order = torch.randperm(P, generator=gen)
-            for groups in order.chunk(cfg.minibatches):
-                rows = torch.isin(group_ids, groups).nonzero(as_tuple=True)[0]
-                logp = policy.evaluate(states[rows], actions[rows]).logprobs.unsqueeze(-1)
-                loss, _ = parts.loss(
-                    logprobs=logp,
-                    old_logprobs=batch.logprobs[rows],
-                    advantages=adv[rows],
-                    response_mask=mask[rows],
-                    ref_logprobs=batch.ref_logprobs[rows],
-                    rollouts=batch.select(rows),
-                )
+    for step in range(cfg.steps):
+        pipeline.prepare(step, ctx)
+        collected = source.next()
+        batch = collected.batch
+        if len(batch):
+            with torch.no_grad():
+                adv = parts.advantage(batch)
+                returns = None
                 if parts.value is not None:
-                    v_loss, _ = parts.value(
-                        value.expand(len(rows), 1), batch.values[rows], returns[rows], mask[rows]
-                    )
-                    loss = loss + cfg.value_coef * v_loss
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-        history.append(float(policy.probs()[0, best]))
+                    returns = value_targets(batch, _gae_options(parts.advantage.options))
+                    batch = batch.replace(extras={**batch.extras, "returns": returns})
+            batch, adv = pipeline.select(batch, adv, step, cfg.steps)
+            _learn(policy, value, optimiser, parts, pipeline, batch, adv, cfg, gen)
+        source.update(collected)
+        history.append(float(policy.probs()[:, best].mean()))
 
     reached = next((i + 1 for i, p in enumerate(history) if p >= cfg.target), None)
-    return BanditResult(
-        algorithm, cfg.seed, history[-1], reached, time.perf_counter() - start, history
-    )
+    seconds = time.perf_counter() - start
+    return BanditResult(algorithm, cfg.seed, history[-1], reached, seconds, history, budget.samples)
+
+
+def arm_success(cfg: BanditConfig) -> torch.Tensor:
+    """[S, K] success probability of each arm in each state."""
+    arms = torch.tensor(cfg.arm_probs)
+    if cfg.states == 1:
+        return arms.unsqueeze(0)
+    scale = 1 - cfg.spread * torch.arange(cfg.states) / (cfg.states - 1)
+    return scale.unsqueeze(-1) * arms
+
+
+class TableRounds:
+    """The bandit's workflow: each example is a state; G actions per state from the
+    table, Bernoulli rewards, one-token rows (`workflow(examples)`), and a scoring pass
+    (`score`, VAS's)."""
+
+    def __init__(self, policy: TablePolicy, value, success, G: int, generator) -> None:
+        self.policy, self.value, self.success, self.G = policy, value, success, G
+        self.generator = generator
+        self.reference = torch.log_softmax(torch.zeros_like(policy.logits), dim=-1)  # uniform
+
+    @torch.no_grad()
+    def __call__(self, examples: list[dict]) -> tuple[Rollouts, RolloutInfo]:
+        states = torch.tensor([e["state"] for e in examples]).repeat_interleave(self.G)
+        B = len(states)
+        drawn = self.policy.sample(states, generator=self.generator)
+        actions = drawn.actions
+        rewards = torch.bernoulli(self.success[states, actions], generator=self.generator)
+        batch = Rollouts(
+            rewards=rewards,
+            response_mask=torch.ones(B, 1),
+            group_ids=torch.arange(len(examples)).repeat_interleave(self.G),
+            response_ids=actions.unsqueeze(-1),
+            logprobs=drawn.logprobs.unsqueeze(-1),
+            ref_logprobs=self.reference[states, actions].unsqueeze(-1),
+            values=self.value.detach()[states].unsqueeze(-1).clone(),
+            # what EMPG and COPO read: the policy's entropy, and the arm as the "answer";
+            # an action is one step-less token, so BCPG-NSA weights nothing
+            entropy=drawn.entropy.unsqueeze(-1),
+            segment_ids=torch.full((B, 1), -1),
+            extras={
+                ANSWERS: [str(int(a)) for a in actions],
+                STEP_LABELS: [[]] * B,
+                "states": states,
+            },
+        )
+        texts = [str(int(a)) for a in actions]
+        info = RolloutInfo(texts, [str(int(s)) for s in states], {}, B, 0.0, 0.0)
+        return batch, info
+
+    def score(self, examples: list[dict], n: int, *, chunk: int = 16):
+        """n fresh actions per state: accuracy [P, n], each action as a one-token response."""
+        G, self.G = self.G, n
+        try:
+            batch, info = self(examples)
+        finally:
+            self.G = G
+        ids = batch.response_ids.view(len(examples), n).tolist()
+        responses = [[[a] for a in row] for row in ids]
+        return batch.rewards.view(len(examples), n), responses, info
+
+
+def _learn(policy, value, optimiser, parts, pipeline, batch, adv, cfg, gen) -> None:
+    """μ epochs over minibatches of whole groups (a loss that reads its group, P3O's or
+    PACS's, sees all of it), as the language-model trainer; a learn-time stage (CAPO)
+    masks tokens from the table's logits, the head of a one-hot state input."""
+    states = batch.extras["states"]
+    groups = torch.unique(batch.group_ids)
+    token_mask = pipeline.token_mask
+    for _ in range(cfg.epochs):
+        order = groups[torch.randperm(len(groups), generator=gen)]
+        for chosen in order.chunk(cfg.minibatches):
+            rows = torch.isin(batch.group_ids, chosen).nonzero(as_tuple=True)[0]
+            part = batch.select(rows)
+            logp = policy.evaluate(states[rows], part.response_ids[:, 0]).logprobs.unsqueeze(-1)
+            mask, normaliser = part.response_mask, None
+            if token_mask is not None:
+                head = TableHead(policy, states[rows])
+                kept = token_mask.mask(part, adv[rows], head, optimiser.param_groups[0]["lr"])
+                options = parts.loss.options
+                normaliser = global_normaliser(mask, options.loss_agg_mode, L_max=options.L_max)
+                mask = mask * kept.token_weight
+            loss, _ = parts.loss(
+                logprobs=logp,
+                old_logprobs=part.logprobs,
+                advantages=adv[rows],
+                response_mask=mask,
+                ref_logprobs=part.ref_logprobs,
+                rollouts=part,
+                normaliser=normaliser,
+            )
+            if parts.value is not None:
+                v = value[states[rows]].unsqueeze(-1)
+                returns = part.extras["returns"]
+                v_loss, _ = parts.value(v, part.values, returns, part.response_mask)
+                loss = loss + cfg.value_coef * v_loss
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+
+
+class TableHead:
+    """A table as a language model's head: logits = W·h with h the one-hot state, so a
+    learn-time stage that models the head (CAPO) sees `head_input` [B, 1, S] and
+    `logits` [B, 1, K] exactly as from a language model's forward pass."""
+
+    def __init__(self, policy: TablePolicy, states: torch.Tensor) -> None:
+        S = policy.logits.shape[0]
+        self.head_input = torch.nn.functional.one_hot(states, S).float().unsqueeze(1)
+        self.logits = policy.logits.detach()[states].unsqueeze(1)
 
 
 def _gae_options(options) -> GAEOptions:

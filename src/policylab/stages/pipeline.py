@@ -75,12 +75,14 @@ class Pipeline:
         return {s.name: {"kind": s.kind, **_fields(s.options)} for s in self}
 
 
-def build_pipeline(cfg, parts, pool_size: int) -> Pipeline:
+def build_pipeline(cfg, parts, pool_size: int, *, provided=None) -> Pipeline:
     """The stages a language-model run of `cfg` uses, every option checked: the prompt
     source (offline data, the configured sampler, or the recipe's), the annotators the
-    components read, the augmenter, and the selection at the stage it declares."""
+    components read and the workflow (its columns `provided`, default a single-turn
+    rollout's) lacks, the augmenter, and the selection at the stage it declares. A config
+    without offline data or augmentation fields (the bandit's) has neither."""
     recipe = parts.recipe
-    if cfg.offline_prompts:
+    if getattr(cfg, "offline_prompts", 0):
         name, options = "offline", {"prompts": cfg.offline_prompts}
     else:
         name = cfg.sampler or recipe.sampler or "uniform"
@@ -91,8 +93,9 @@ def build_pipeline(cfg, parts, pool_size: int) -> Pipeline:
         pool_size,
         cfg.seed,
     )
-    pipeline = Pipeline(prompts, annotators=annotators_for(parts, WORKFLOW_COLUMNS))
-    if cfg.augment != "none":
+    provided = WORKFLOW_COLUMNS if provided is None else provided
+    pipeline = Pipeline(prompts, annotators=annotators_for(parts, provided))
+    if getattr(cfg, "augment", "none") != "none":
         cls = _stage(cfg.augment, cfg.augment_options, "augment")
         where = f"augment {cfg.augment!r}"
         pipeline.augmenters.append(
