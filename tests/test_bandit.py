@@ -8,7 +8,6 @@ import pytest
 from policylab import list_algorithms
 from policylab.bandit import BanditConfig, run_bandit
 
-
 # CAPO's thresholds (τ_F = 1e-4 on each token's predicted policy change) are set for a
 # language model's tiny steps: at the bandit's lr 0.05 its mask rejects nearly every token,
 # so it does not learn here (tested below, and docs/algorithms.md)
