@@ -24,12 +24,8 @@ from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.api import components
 from policylab.config import ControlConfig, load
-from policylab.policies import (
-    IQNLearner,
-    make_actor_critic,
-    make_flow_policy,
-    make_pg_rainbow_policy,
-)
+from policylab.policies import IQNLearner
+from policylab.policies.kinds import control_policies
 from policylab.trainers.run import Run, latest_checkpoint, lr_lambda, mean_metrics, progress_bar
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make_vector_env
 
@@ -87,11 +83,10 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
     collector = make_collector(cfg, cfg.seed)
-    policy = make_policy(cfg, collector.envs)
+    policy, iqn = make_policy(cfg, collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
     optimiser = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
-    iqn = make_iqn_learner(cfg, policy)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
     batch_size = cfg.num_envs * cfg.num_steps
 
@@ -251,7 +246,7 @@ def load_policy(run_dir: str | Path) -> torch.nn.Module:
     state = torch.load(path / "state.pt", weights_only=False)
     cfg = load(ControlConfig, None, state["config"])
     envs = make_vector_env(cfg.task, 1)
-    policy = make_policy(cfg, envs)
+    policy, _ = make_policy(cfg, envs)
     envs.close()
     policy.load_state_dict(state["policy"])
     return policy
@@ -271,37 +266,12 @@ def clip_range(options) -> float:
     return float(getattr(options, "eps_high", math.nan))
 
 
-def make_policy(cfg: ControlConfig, envs) -> torch.nn.Module:
-    """The recipe's control network: an MLP actor-critic, or the flow policy (fpo)."""
-    spaces = (envs.single_observation_space, envs.single_action_space)
-    common = {"hidden": tuple(cfg.hidden), "normalize_obs": cfg.normalize_obs}
-    if recipes.get(cfg.algo).policy == "pg_rainbow":
-        pgr = ("pgr_quantiles", "pgr_input")
-        return make_pg_rainbow_policy(*spaces, **common, **{k: getattr(cfg, k) for k in pgr})
-    if recipes.get(cfg.algo).policy == "flow":
-        flow = ("flow_steps", "n_mc", "cfm_reduce", "cfm_weight", "cfm_scale", "tau_sampling")
-        return make_flow_policy(*spaces, **common, **{k: getattr(cfg, k) for k in flow})
-    return make_actor_critic(*spaces, **common)
-
-
-def make_iqn_learner(cfg: ControlConfig, policy) -> IQNLearner | None:
-    """PG-Rainbow's replay buffer and IQN optimiser (None for other algorithms)."""
-    if recipes.get(cfg.algo).policy != "pg_rainbow":
-        return None
-    eps = recipes.get(cfg.algo).training["iqn_adam_eps"].value
-    return IQNLearner(
-        policy,
-        obs_dim=policy.iqn.torso[0].in_features,
-        capacity=cfg.replay_capacity,
-        lr=cfg.iqn_lr,
-        adam_eps=eps,
-        kappa=cfg.iqn_kappa,
-        n_tau=cfg.iqn_n_tau,
-        n_tau_target=cfg.iqn_n_tau_target,
-        n_tau_select=cfg.iqn_n_tau_select,
-        target_every=cfg.iqn_target_every,
-        replay_min=cfg.replay_min,
-    )
+def make_policy(cfg: ControlConfig, envs) -> tuple[torch.nn.Module, IQNLearner | None]:
+    """The recipe's control network (policies/kinds.py) and its helper learner, if any."""
+    recipe = recipes.get(cfg.algo)
+    build = control_policies.get(recipe.policy)
+    training = {key: setting.value for key, setting in recipe.training.items()}
+    return build(cfg, envs.single_observation_space, envs.single_action_space, training)
 
 
 def _learn(

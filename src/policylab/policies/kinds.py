@@ -1,0 +1,58 @@
+"""Control policy kinds by name: a recipe's `policy` field names one, and the control
+trainer builds it from here without asking which it is.
+
+Each entry is `build(cfg, observation_space, action_space, training) -> (policy, helper)`:
+the network (the policy protocol, policies/base.py) and an optional helper learner trained
+beside the policy loss (PG-Rainbow's IQN critic from replay; None for the others). `cfg`
+is the control config and `training` the recipe's run settings; each kind reads its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policylab.policies.flow import make_flow_policy
+from policylab.policies.iqn import IQNLearner, make_pg_rainbow_policy
+from policylab.policies.mlp import make_actor_critic
+from policylab.registry import Registry
+
+control_policies: Registry = Registry("control policy")
+
+
+def _common(cfg) -> dict[str, Any]:
+    return {"hidden": tuple(cfg.hidden), "normalize_obs": cfg.normalize_obs}
+
+
+@control_policies.register("mlp")
+def mlp(cfg, observation_space, action_space, training):
+    """An MLP actor-critic (categorical or diagonal Gaussian actions)."""
+    return make_actor_critic(observation_space, action_space, **_common(cfg)), None
+
+
+@control_policies.register("flow")
+def flow(cfg, observation_space, action_space, training):
+    """FPO's flow-matching action policy (papers §16)."""
+    keys = ("flow_steps", "n_mc", "cfm_reduce", "cfm_weight", "cfm_scale", "tau_sampling")
+    kwargs = {k: getattr(cfg, k) for k in keys}
+    return make_flow_policy(observation_space, action_space, **_common(cfg), **kwargs), None
+
+
+@control_policies.register("pg_rainbow")
+def pg_rainbow(cfg, observation_space, action_space, training):
+    """PG-Rainbow (papers §17): an actor-critic whose V_ψ reads an IQN critic's quantiles;
+    the IQN critic learns from replay (the helper)."""
+    kwargs = {k: getattr(cfg, k) for k in ("pgr_quantiles", "pgr_input")}
+    policy = make_pg_rainbow_policy(observation_space, action_space, **_common(cfg), **kwargs)
+    learner = IQNLearner(
+        policy,
+        obs_dim=policy.iqn.torso[0].in_features,
+        capacity=cfg.replay_capacity,
+        lr=cfg.iqn_lr,
+        adam_eps=training["iqn_adam_eps"],
+        kappa=cfg.iqn_kappa,
+        n_tau=cfg.iqn_n_tau,
+        n_tau_target=cfg.iqn_n_tau_target,
+        n_tau_select=cfg.iqn_n_tau_select,
+        target_every=cfg.iqn_target_every,
+        replay_min=cfg.replay_min,
+    )
+    return policy, learner
