@@ -14,14 +14,17 @@ from typing import Any
 import torch
 
 from policylab import recipes as recipe_book
-from policylab.algebra.advantages import advantage_estimators
 from policylab.algebra.aggregate import AGG_MODES
-from policylab.algebra.kl import kl_estimators
-from policylab.algebra.losses import policy_losses
+from policylab.algebra.catalogue import (
+    advantage_estimators,
+    kl_estimators,
+    policy_losses,
+    reward_shapers,
+    selections,
+    value_losses,
+)
 from policylab.algebra.options import build_options
-from policylab.algebra.selection import Selection, selections, stage_of
-from policylab.algebra.shaping import reward_shapers
-from policylab.algebra.value import value_losses
+from policylab.algebra.selection import Selection, stage_of
 from policylab.registry import Entry, Registry, UnknownNameError
 from policylab.rollouts import Rollouts
 

@@ -69,7 +69,7 @@ class Recipe:
 
     def _loss_needs_reference(self) -> bool:
         """Whether the loss, with this recipe's options, reads a reference (e.g. BCPG)."""
-        from policylab.algebra.losses import policy_losses
+        from policylab.algebra.catalogue import policy_losses
 
         config = policy_losses.entry(self.loss).config
         needs = getattr(config, "needs_reference", None)

@@ -4,6 +4,7 @@ digit: restructuring the trainers changes no number."""
 import json
 
 import pytest
+
 from golden_runs import FIXTURE, RUNS, run, same
 
 
