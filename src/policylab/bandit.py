@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from policylab.algebra.advantages import GAEOptions, value_targets
-from policylab.api import components
+from policylab.recipes.compose import components
 from policylab.rollouts import Rollouts
 
 

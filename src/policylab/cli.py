@@ -37,6 +37,15 @@ REGISTRIES: tuple[Registry, ...] = (
     reward_shapers,
     selections,
 )
+# each table's heading: the plural of the registry's kind ("policy loss" → "policy losses")
+_TITLES = {
+    "advantage estimator": "advantage estimators",
+    "policy loss": "policy losses",
+    "KL estimator": "KL estimators",
+    "value loss": "value losses",
+    "reward shaping": "reward shaping rules",
+    "selection": "selections",
+}
 
 
 def _list(console: Console) -> None:
@@ -48,7 +57,7 @@ def _list(console: Console) -> None:
         algos.add_row(name, r.advantage, r.loss, r.kl, _arxiv(r.paper))
     console.print(algos)
     for registry in REGISTRIES:
-        table = Table(title=f"{registry.kind}s", title_justify="left")
+        table = Table(title=_TITLES[registry.kind], title_justify="left")
         table.add_column("name")
         table.add_column("what it does")
         for name in registry.names():

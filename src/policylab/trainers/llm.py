@@ -24,11 +24,11 @@ from policylab.algebra.advantages import group_stats
 from policylab.algebra.capo import CurvatureState
 from policylab.algebra.selection import AllOptions, Selection, select_all
 from policylab.algebra.shaping import shape_rewards
-from policylab.api import components
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
+from policylab.recipes.compose import components
 from policylab.samplers import UniformSampler, sampler_for
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar
