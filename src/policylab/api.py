@@ -81,18 +81,14 @@ def reward_shaping(name: str, **overrides: Any) -> RewardShaping:
 
 
 def train(config: Any = None, *, resume: bool = False, **fields: Any):
-    """Train a language model: `config` is a TrainConfig, a dict of its fields or a YAML
-    path; `fields` override it. Returns a TrainResult (run folder, held-out before/after)."""
-    from policylab.config import TrainConfig, load
-    from policylab.trainers.llm import train as train_llm
+    """Train a language model or a control policy. `config` is a TrainConfig or
+    ControlConfig, a dict of fields or a YAML path; `fields` override it. The task decides
+    the trainer (routing.py): a gymnasium id such as "CartPole-v1" trains a control policy
+    and returns a ControlResult (run folder, evaluation returns); any other task trains a
+    language model and returns a TrainResult (run folder, held-out before/after)."""
+    from policylab import routing
 
-    if isinstance(config, TrainConfig):
-        cfg = load(TrainConfig, None, {**config.model_dump(), **fields})
-    elif isinstance(config, dict):
-        cfg = load(TrainConfig, None, {**config, **fields})
-    else:
-        cfg = load(TrainConfig, config, fields)
-    return train_llm(cfg, resume=resume)
+    return routing.train(routing.run_config(config, fields), resume=resume)
 
 
 def kl_estimator(name: str):
