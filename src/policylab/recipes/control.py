@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from policylab.recipes.base import PPO_CLIP_FORMULA, Recipe, S, add
 
+# a control batch holds one row per environment step
+ONE_ROW_PER_STEP = S("token-mean", "[ours] one row per step, mean over steps")
+
 add(
     Recipe(
         name="fpo",
@@ -27,7 +30,7 @@ add(
         loss_options={
             "eps_low": S(0.05, "[code fpo:playground] clip 0.05 (its Gaussian PPO uses 0.3)"),
             "eps_high": S(0.05, "[code fpo:playground] symmetric clip"),
-            "loss_agg_mode": S("token-mean", "[ours] one row per step, mean over steps"),
+            "loss_agg_mode": ONE_ROW_PER_STEP,
         },
         value_loss="value_clip",
         value_options={
@@ -81,7 +84,7 @@ add(
         loss_options={
             "eps_low": S(0.2, "[ours] ppo's ε so a comparison isolates the critic (§17.5: 0.1)"),
             "eps_high": S(0.2, "[ours] symmetric clip"),
-            "loss_agg_mode": S("token-mean", "[ours] one row per step, mean over steps"),
+            "loss_agg_mode": ONE_ROW_PER_STEP,
         },
         value_loss="value_clip",
         value_options={"clip": S(None, "[ours] unclipped regression of V_ψ and V_θ")},

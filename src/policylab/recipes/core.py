@@ -272,6 +272,13 @@ add(
     )
 )
 
+# OpenRLHF's PPO loss settings, shared by both REINFORCE++ recipes
+OPENRLHF_PPO_CLIP = {
+    "eps_low": S(0.2, "[code OpenRLHF PolicyLoss] clip 0.2"),
+    "eps_high": S(0.2, "[code OpenRLHF] symmetric clip"),
+    "loss_agg_mode": S("token-mean", "[code OpenRLHF PolicyLoss] token-mean"),
+}
+
 add(
     Recipe(
         name="reinforce_pp",
@@ -293,9 +300,7 @@ add(
             ),
         },
         loss_options={
-            "eps_low": S(0.2, "[code OpenRLHF PolicyLoss] clip 0.2"),
-            "eps_high": S(0.2, "[code OpenRLHF] symmetric clip"),
-            "loss_agg_mode": S("token-mean", "[code OpenRLHF PolicyLoss] token-mean"),
+            **OPENRLHF_PPO_CLIP,
         },
     )
 )
@@ -316,9 +321,7 @@ add(
             "unbiased": S(False, "[code OpenRLHF] population variance"),
         },
         loss_options={
-            "eps_low": S(0.2, "[code OpenRLHF PolicyLoss] clip 0.2"),
-            "eps_high": S(0.2, "[code OpenRLHF] symmetric clip"),
-            "loss_agg_mode": S("token-mean", "[code OpenRLHF PolicyLoss] token-mean"),
+            **OPENRLHF_PPO_CLIP,
             "kl_estimator": S(
                 "k2", "[code OpenRLHF train_reinforce_baseline script] KL in the loss, k2"
             ),
