@@ -25,6 +25,21 @@ def test_list_shows_algorithms_and_components(capsys):
         assert name in out
 
 
+def test_list_titles_each_component_table_in_plain_english(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for title in (
+        "advantage estimators",
+        "policy losses",
+        "KL estimators",
+        "value losses",
+        "reward shaping rules",
+        "selections",
+    ):
+        assert title in out
+    assert "losss" not in out and "shapings" not in out
+
+
 def test_describe_grpo_shows_formula_paper_and_sourced_defaults(capsys):
     assert main(["describe", "grpo"]) == 0
     out = capsys.readouterr().out

@@ -8,8 +8,7 @@ import torch
 
 import policylab
 from policylab import recipes
-from policylab.algebra.advantages import advantage_estimators
-from policylab.algebra.losses import policy_losses
+from policylab.algebra.catalogue import advantage_estimators, policy_losses
 from policylab.api import components
 
 SOURCE = re.compile(r"^\[(paper|code|ours)\b")

@@ -23,10 +23,10 @@ from policylab.api import (
 from policylab.recipes import Recipe
 from policylab.registry import Registry, UnknownNameError
 from policylab.rollouts import Rollouts
-
-__version__ = "0.1.0"
+from policylab.version import __version__
 
 __all__ = [
+    "__version__",
     "Recipe",
     "Registry",
     "Rollouts",

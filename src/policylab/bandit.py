@@ -24,8 +24,8 @@ from policylab.algebra.advantages import GAEOptions, value_targets
 from policylab.algebra.aggregate import global_normaliser
 from policylab.algebra.bcpg import STEP_LABELS
 from policylab.algebra.copo import ANSWERS
-from policylab.api import components
 from policylab.policies.table import TablePolicy
+from policylab.recipes.compose import components
 from policylab.rollouts import Rollouts
 from policylab.stages import Budget, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS

@@ -17,14 +17,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from policylab import recipes as recipe_book
-from policylab.algebra.advantages import advantage_estimators
 from policylab.algebra.aggregate import AGG_MODES
-from policylab.algebra.kl import kl_estimators
-from policylab.algebra.losses import policy_losses
+from policylab.algebra.catalogue import (
+    advantage_estimators,
+    kl_estimators,
+    policy_losses,
+    reward_shapers,
+    selections,
+    value_losses,
+)
 from policylab.algebra.options import describe_options
-from policylab.algebra.selection import selections
-from policylab.algebra.shaping import reward_shapers
-from policylab.algebra.value import value_losses
 from policylab.registry import Registry
 
 REGISTRIES: tuple[Registry, ...] = (
@@ -35,6 +37,15 @@ REGISTRIES: tuple[Registry, ...] = (
     reward_shapers,
     selections,
 )
+# each table's heading: the plural of the registry's kind ("policy loss" → "policy losses")
+_TITLES = {
+    "advantage estimator": "advantage estimators",
+    "policy loss": "policy losses",
+    "KL estimator": "KL estimators",
+    "value loss": "value losses",
+    "reward shaping": "reward shaping rules",
+    "selection": "selections",
+}
 
 
 def _list(console: Console) -> None:
@@ -46,7 +57,7 @@ def _list(console: Console) -> None:
         algos.add_row(name, r.advantage, r.loss, r.kl, _arxiv(r.paper))
     console.print(algos)
     for registry in REGISTRIES:
-        table = Table(title=f"{registry.kind}s", title_justify="left")
+        table = Table(title=_TITLES[registry.kind], title_justify="left")
         table.add_column("name")
         table.add_column("what it does")
         for name in registry.names():
@@ -181,31 +192,27 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
 def _train(console: Console, args: argparse.Namespace) -> int:
     import yaml
 
-    from policylab.config import TrainConfig, is_gym_task, load, parse_overrides
-    from policylab.trainers.llm import train
+    from policylab import routing
+    from policylab.config import ControlConfig, parse_overrides
 
     overrides = parse_overrides(args.overrides)
     for flag in ("algo", "task", "model"):
         if getattr(args, flag) is not None:
             overrides[flag] = getattr(args, flag)
-    base: dict = {}
+    saved: dict = {}
     if args.resume:
-        saved = Path(args.resume) / "config.yaml"
-        if not saved.is_file():
+        path = Path(args.resume) / "config.yaml"
+        if not path.is_file():
             raise FileNotFoundError(
                 f"--resume {args.resume}: no config.yaml there; is it a run folder?"
             )
-        base = yaml.safe_load(saved.read_text())
-        base = {k: v for k, v in base.items() if k not in ("provenance", "resolved")}
-        base["run_dir"] = args.resume
-    file_task = yaml.safe_load(Path(args.config).read_text() or "{}") if args.config else {}
-    task = overrides.get("task") or (file_task or {}).get("task") or base.get("task", "")
-    if is_gym_task(str(task)):
-        return _train_control(console, args, base, overrides)
-    if args.config:
-        base.update(load(TrainConfig, args.config).model_dump(exclude_unset=True))
-    cfg = load(TrainConfig, None, {**base, **overrides})
-    result = train(cfg, resume=bool(args.resume))
+        saved = yaml.safe_load(path.read_text())
+        saved = {k: v for k, v in saved.items() if k not in ("provenance", "resolved")}
+        saved["run_dir"] = args.resume
+    cfg = routing.run_config(args.config, overrides, saved=saved)
+    if isinstance(cfg, ControlConfig):
+        return _report_control(console, cfg, routing.train(cfg, resume=bool(args.resume)))
+    result = routing.train(cfg, resume=bool(args.resume))
     table = Table(title=f"held-out {cfg.task} ({cfg.eval_n} test examples)", title_justify="left")
     for col in ("", "before", "after"):
         table.add_column(col)
@@ -216,19 +223,7 @@ def _train(console: Console, args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_control(console: Console, args: argparse.Namespace, base: dict, overrides: dict) -> int:
-    from policylab.config import load, load_control
-    from policylab.trainers.control import train
-
-    if "model" in overrides:
-        raise ValueError("--model is for language models; control policies are MLPs (hidden=...)")
-    if base:  # --resume: the saved config is complete, the tuned defaults are already in it
-        from policylab.config import ControlConfig
-
-        cfg = load(ControlConfig, None, {**base, **overrides})
-    else:
-        cfg = load_control(args.config, overrides)
-    result = train(cfg, resume=bool(args.resume))
+def _report_control(console: Console, cfg, result) -> int:
     table = Table(
         title=f"{cfg.task}: evaluation return ({cfg.eval_episodes} episodes)",
         title_justify="left",

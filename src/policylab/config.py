@@ -147,7 +147,9 @@ class TrainConfig(RunSchema):
     micro_batch_rows: int = Field(
         0, ge=0, description="rows per forward/backward (0 = whole minibatch)"
     )
-    lr: float = Field(2e-4, gt=0, description="peak AdamW learning rate")
+    lr: float = Field(
+        5e-5, gt=0, description="peak AdamW learning rate (measured: docs/training.md)"
+    )
     warmup_steps: int = Field(0, ge=0, description="linear warm-up (optimiser steps)")
     schedule: str = Field("constant", description="after warm-up: constant, linear or cosine")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")

@@ -19,7 +19,7 @@ F64 = torch.float64
 
 
 def adv(name, **overrides):
-    return policylab.advantages(name, **overrides)
+    return policylab.advantages(f"component:{name}", **overrides)
 
 
 # ------------------------------------------------------------------------- GRPO (§1.3)
@@ -278,8 +278,9 @@ def test_gae_whitening_is_a_positive_affine_map_with_zero_mean():
 def test_recipe_names_give_their_estimators():
     r = [1.0, 0.0, 0.0, 1.0, 3.0, 1.0, 2.0]
     g = [0, 0, 0, 0, 1, 1, 1]
-    close(adv("dapo")(rewards=r, group_ids=g), adv("grpo")(rewards=r, group_ids=g), atol=0.0)
-    close(adv("dr_grpo")(rewards=r, group_ids=g), [0.5, -0.5, -0.5, 0.5, 1, -1, 0], atol=1e-6)
+    recipe = policylab.advantages
+    close(recipe("dapo")(rewards=r, group_ids=g), adv("grpo")(rewards=r, group_ids=g), atol=0.0)
+    close(recipe("dr_grpo")(rewards=r, group_ids=g), [0.5, -0.5, -0.5, 0.5, 1, -1, 0], atol=1e-6)
 
 
 def test_unknown_estimator_and_override():

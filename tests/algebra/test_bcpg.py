@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import policylab
 from policylab.algebra.aggregate import global_normaliser
 from policylab.algebra.bcpg import BCPGOptions, bcpg_loss, token_weights
-from policylab.algebra.losses import policy_losses
+from policylab.algebra.catalogue import policy_losses
 from policylab.rollouts import Rollouts
 
 F64 = torch.float64

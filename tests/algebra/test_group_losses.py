@@ -29,7 +29,7 @@ def one_token_rows(delta, rewards, group_ids=None, **options):
     batch = Rollouts(rewards=torch.tensor(rewards, dtype=F64), response_mask=mask, group_ids=gid)
     name = options.pop("loss")
     adv = policylab.advantages("grpo", eps=1e-4)(batch)
-    loss, metrics = policylab.policy_loss(name, **options)(
+    loss, metrics = policylab.policy_loss(f"component:{name}", **options)(
         lp, torch.zeros_like(lp), adv, mask, rollouts=batch
     )
     return loss, grad_of(loss, lp).squeeze(-1), metrics
@@ -76,8 +76,8 @@ def test_reg_grpo_kl_term_is_added_not_subtracted():
     batch = batch.replace(group_ids=torch.zeros(4, dtype=torch.long))
     adv = policylab.advantages("grpo", eps=1e-4)(batch)
     args = (lp, torch.zeros_like(lp), adv, torch.ones_like(lp))
-    plain, _ = policylab.policy_loss("reg_grpo")(*args, rollouts=batch)
-    with_kl, m = policylab.policy_loss("reg_grpo", kl_estimator="k3", kl_coef=0.1)(
+    plain, _ = policylab.policy_loss("component:reg_grpo")(*args, rollouts=batch)
+    with_kl, m = policylab.policy_loss("component:reg_grpo", kl_estimator="k3", kl_coef=0.1)(
         *args, rollouts=batch, ref_logprobs=lp - 0.5
     )
     close(with_kl, float(plain) + 0.1 * m["kl/loss"], atol=1e-12)
@@ -143,7 +143,7 @@ def test_pacs_gradient_is_a_policy_gradient_with_label_minus_prediction(seed, cl
     lp = (old + 0.3 * torch.randn(B, T, generator=gen, dtype=F64)).requires_grad_(True)
     labels = torch.tensor([1.0, 0, 0, 1, 1, 0, 1, 0, 0])
     batch = Rollouts(rewards=labels, response_mask=mask, group_ids=group_ids)
-    fn = policylab.policy_loss("pacs", beta=beta, class_weight=class_weight)
+    fn = policylab.policy_loss("component:pacs", beta=beta, class_weight=class_weight)
     loss, _ = fn(lp, old, torch.zeros(B), mask, rollouts=batch)
     g = grad_of(loss, lp)
     with torch.no_grad():
@@ -221,7 +221,7 @@ def test_t11_2_pairwise_gradient_is_the_policy_gradient():
                 lp = log_pi[[a, b]].unsqueeze(-1)
                 batch = Rollouts(rewards=R[[a, b]], response_mask=torch.ones(2, 1))
                 batch = batch.replace(group_ids=torch.zeros(2, dtype=torch.long))
-                loss, _ = policylab.policy_loss("p3o")(
+                loss, _ = policylab.policy_loss("component:p3o")(
                     lp, lp.detach(), torch.zeros(2), torch.ones(2, 1), rollouts=batch
                 )
                 total = total - pi[a] * pi[b] * loss
@@ -252,7 +252,7 @@ def test_p3o_is_invariant_to_a_per_prompt_reward_constant(options, batch, data):
     for r in (rewards, rewards + shift.to(F64)[group_ids]):
         rollouts = Rollouts(rewards=r, response_mask=batch.mask, group_ids=group_ids)
         lp = inputs["logprobs"].clone().requires_grad_(True)
-        loss, _ = policylab.policy_loss("p3o", **options)(
+        loss, _ = policylab.policy_loss("component:p3o", **options)(
             lp, inputs["old_logprobs"], inputs["advantages"], batch.mask, rollouts=rollouts
         )
         results.append((loss, grad_of(loss, lp)))
@@ -269,7 +269,7 @@ def test_p3o_gap_from_dr_grpo_advantages_equals_the_reward_gap():
     old, mask = torch.zeros(5, 1, dtype=F64), torch.ones(5, 1, dtype=F64)
     adv = policylab.advantages("dr_grpo")(batch)
     out = [
-        policylab.policy_loss("p3o", gap=gap)(lp, old, adv, mask, rollouts=batch)[0]
+        policylab.policy_loss("component:p3o", gap=gap)(lp, old, adv, mask, rollouts=batch)[0]
         for gap in ("rewards", "advantages")
     ]
     close(out[1], out[0], atol=1e-12)
@@ -341,7 +341,7 @@ def random_inputs(batch, *, labels: bool = False) -> dict:
 def run_loss(name, options, inputs, mask, group_ids, normaliser=None):
     lp = inputs["logprobs"].clone().requires_grad_(True)
     batch = Rollouts(rewards=inputs["rewards"], response_mask=mask, group_ids=group_ids)
-    loss, metrics = policylab.policy_loss(name, **options)(
+    loss, metrics = policylab.policy_loss(f"component:{name}", **options)(
         lp,
         inputs["old_logprobs"],
         inputs["advantages"],
@@ -381,7 +381,7 @@ def test_micro_batches_of_whole_groups_add_up(name, options, batch, split):
     # groups {0,1}, {2,3}, {4,5}; micro-batches of whole groups with the global normaliser
     group_ids = torch.tensor([0, 0, 1, 1, 2, 2])
     inputs = random_inputs(batch)
-    mode = policylab.policy_loss(name, **options).options.loss_agg_mode
+    mode = policylab.policy_loss(f"component:{name}", **options).options.loss_agg_mode
     norm = global_normaliser(batch.mask, mode)
     full, g_full, _ = run_loss(name, options, inputs, batch.mask, group_ids, norm)
     rows = torch.arange(6)
@@ -422,7 +422,7 @@ def test_a_group_of_one_contributes_nothing(name, options):
 @pytest.mark.parametrize("name", ["reg_grpo", "pacs", "p3o"])
 def test_rollouts_are_required_and_must_match(name):
     lp = torch.zeros(4, 2)
-    fn = policylab.policy_loss(name)
+    fn = policylab.policy_loss(f"component:{name}")
     with pytest.raises(ValueError, match=f"{name}.*rollouts=.*group_ids"):
         fn(lp, lp, torch.zeros(4), torch.ones(4, 2))
     three = Rollouts(rewards=torch.zeros(3), response_mask=torch.ones(3, 2))
@@ -445,7 +445,7 @@ def test_rollouts_are_required_and_must_match(name):
 )
 def test_bad_options_name_field_value_and_choices(name, field, value, hint):
     with pytest.raises(ValueError, match=hint):
-        policylab.policy_loss(name, **{field: value})
+        policylab.policy_loss(f"component:{name}", **{field: value})
 
 
 @pytest.mark.parametrize("name", ["reg_grpo", "pacs", "p3o"])
@@ -454,7 +454,7 @@ def test_empty_batch_gives_zero_loss_with_graph(name):
     mask = torch.zeros(4, 3, dtype=F64)
     batch = Rollouts(rewards=torch.ones(4, dtype=F64), response_mask=mask)
     batch = batch.replace(group_ids=torch.zeros(4, dtype=torch.long))
-    loss, metrics = policylab.policy_loss(name)(
+    loss, metrics = policylab.policy_loss(f"component:{name}")(
         lp, lp.detach(), torch.zeros(4), mask, rollouts=batch
     )
     close(loss, 0.0, atol=0.0)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import policylab
 from policylab.algebra.aggregate import global_normaliser
-from policylab.algebra.losses import policy_losses
+from policylab.algebra.catalogue import policy_losses
 from policylab.algebra.rpg import KLS
 
 F64 = torch.float64

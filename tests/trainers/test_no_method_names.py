@@ -7,10 +7,12 @@ from pathlib import Path
 
 import policylab
 from policylab import recipes
-from policylab.algebra.advantages import advantage_estimators
-from policylab.algebra.losses import policy_losses
-from policylab.algebra.selection import selections
-from policylab.algebra.value import value_losses
+from policylab.algebra.catalogue import (
+    advantage_estimators,
+    policy_losses,
+    selections,
+    value_losses,
+)
 from policylab.stages import stages
 
 TRAINERS = Path(policylab.__file__).parent / "trainers"

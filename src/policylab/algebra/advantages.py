@@ -18,9 +18,11 @@ import torch
 
 from policylab.algebra.kl import kl_estimators, kl_reward_penalty
 from policylab.algebra.options import check_choice, check_range, option
+from policylab.algebra.precision import at_least_float32
 from policylab.registry import Registry
 from policylab.rollouts import Rollouts
 
+# filled by this module and the ones above it; read it via algebra/catalogue.py
 advantage_estimators: Registry = Registry("advantage estimator")
 
 ZERO_STD = 1e-8  # a group std at or below this counts as "all rewards equal"
@@ -91,7 +93,7 @@ class GAEOptions(KLInRewardOptions):
 # ---- shared pieces --------------------------------------------------------------------------
 def broadcast_to_tokens(row_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """[B] → [B, T]: the row's value on each valid token, 0 elsewhere."""
-    values = row_values.to(torch.promote_types(row_values.dtype, torch.float32))
+    values = at_least_float32(row_values)
     expanded = values.unsqueeze(-1).expand(mask.shape)
     return torch.where(mask > 0, expanded, torch.zeros_like(expanded))
 
@@ -114,7 +116,7 @@ class GroupStats:
 
 def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
     """Mean, Bessel std and size of each row's group; NaN rewards are left out."""
-    rewards = rewards.detach().to(torch.promote_types(rewards.dtype, torch.float32))
+    rewards = at_least_float32(rewards.detach())
     valid = torch.isfinite(rewards)
     r = torch.where(valid, rewards, torch.zeros_like(rewards))
     _, index = torch.unique(group_ids, return_inverse=True)
@@ -147,7 +149,7 @@ def outcome_token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Te
     positions = torch.arange(T, device=mask.device).expand(mask.shape)
     last = torch.where(mask > 0, positions, torch.full_like(positions, -1)).max(dim=-1).values
     at_last = positions == last.unsqueeze(-1)
-    values = rewards.to(torch.promote_types(rewards.dtype, torch.float32)).unsqueeze(-1)
+    values = at_least_float32(rewards).unsqueeze(-1)
     return torch.where(at_last & (mask > 0), values.expand(mask.shape), values.new_zeros(()))
 
 
@@ -377,9 +379,3 @@ def gae_returns(
     """Value targets of GAE: ret = Â + V (not whitened), 0 where the mask is 0."""
     _, returns = _backward_discounted(token_rewards, values, response_mask, gamma, lam)
     return returns
-
-
-# Estimators in their own modules register on import; importing them here means they are
-# registered whenever this registry is.
-from policylab.algebra import copo as _copo  # noqa: E402, F401
-from policylab.algebra import empg as _empg  # noqa: E402, F401

@@ -209,7 +209,7 @@ def bcpg_loss(
     _require(rollouts, ref_logprobs, valid)
     old = logprobs.detach() if old_logprobs is None else old_logprobs
     terms = token_terms(logprobs, old, logprobs.new_zeros(valid.shape[0]), response_mask)
-    logp, dtype = terms.logp, logprobs.dtype
+    logp, dtype = terms.logp, terms.logp.dtype
     ref = torch.where(valid, ref_logprobs.detach().to(dtype), torch.zeros_like(logp))
     delta = (logp - ref).sum(dim=-1)  # Δ^ref_i [B]; masked positions are 0 in both
 

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from policylab.algebra.options import check_choice, check_range, option
+from policylab.algebra.precision import at_least_float32
 
 
 @dataclass(frozen=True)
@@ -368,7 +369,7 @@ def _hessian_ok(m_H: torch.Tensor, options: CapoOptions) -> torch.Tensor:
 
 def _as_float(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """fp32, or float64 when given float64 (the tests' brute-force checks)."""
-    return tuple(x.to(torch.promote_types(x.dtype, torch.float32)) for x in xs)
+    return tuple(at_least_float32(x) for x in xs)
 
 
 def _chunks(n: int, size: int) -> Iterator[slice]:

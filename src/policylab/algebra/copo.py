@@ -298,8 +298,8 @@ def _copo_metrics(terms, w, H, A_glob, rewards, local_nonzero, rollouts) -> dict
             return {"copo/w_mean": 0.0}
         _, index = torch.unique(rollouts.group_ids.to(rows.device)[rows], return_inverse=True)
         n_groups = int(index.max()) + 1
-        signal = torch.zeros(n_groups, device=rows.device).index_add(
-            0, index, local_nonzero[rows].float()
+        signal = terms.logp.new_zeros(n_groups).index_add(
+            0, index, local_nonzero[rows].to(terms.logp.dtype)
         )
         first = torch.zeros(n_groups, dtype=torch.long, device=rows.device)
         first.scatter_(0, index, torch.arange(len(index), device=rows.device))

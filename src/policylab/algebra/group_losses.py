@@ -138,7 +138,7 @@ def _groups(rollouts, terms: TokenTerms, by: str, *, need_rewards: bool) -> Grou
         present = present & torch.isfinite(rollouts.rewards.to(terms.valid.device))
     _, index = torch.unique(rollouts.group_ids.to(terms.valid.device), return_inverse=True)
     n_groups = int(index.max()) + 1 if B else 0
-    count = torch.zeros(n_groups, device=index.device).index_add(0, index, present.float())
+    count = terms.logp.new_zeros(n_groups).index_add(0, index, present.to(terms.logp.dtype))
     size = torch.where(present, count[index], torch.zeros_like(count[index]))
     return Groups(index, n_groups, present, size)
 

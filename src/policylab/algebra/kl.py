@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import torch
 
+from policylab.algebra.precision import at_least_float32
 from policylab.registry import Registry
 
 kl_estimators: Registry = Registry("KL estimator")
 
 
-def _upcast(x: torch.Tensor) -> torch.Tensor:
-    # exp() of a log-ratio in bf16/fp16 loses the small KL values entirely.
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+# exp() of a log-ratio in bf16/fp16 loses the small KL values entirely (precision.py).
+_upcast = at_least_float32
 
 
 @kl_estimators.register("k1")

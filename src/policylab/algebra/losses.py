@@ -21,8 +21,10 @@ import torch
 from policylab.algebra.aggregate import AGG_MODES, aggregate, masked_mean
 from policylab.algebra.kl import kl_estimators
 from policylab.algebra.options import check_choice, check_range, option
+from policylab.algebra.precision import at_least_float32
 from policylab.registry import Registry
 
+# filled by this module and the ones above it; read it via algebra/catalogue.py
 policy_losses: Registry = Registry("policy loss")
 
 LOG_RATIO_CLAMP = 20.0  # |logp − old_logp| bound before exp (verl, OpenRLHF)
@@ -108,7 +110,7 @@ class ReinforceOptions(LossOptions):
 # ---- shared pieces --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TokenTerms:
-    """Masked inputs every loss starts from."""
+    """Masked inputs every loss starts from, in at least float32 (`at_least_float32`)."""
 
     valid: torch.Tensor  # [B, T] bool
     logp: torch.Tensor  # [B, T] logprobs, 0 where masked (keeps grad on valid tokens)
@@ -132,6 +134,8 @@ def token_terms(logprobs, old_logprobs, advantages, response_mask) -> TokenTerms
             f"advantages has shape {list(advantages.shape)}; expected [B] or [B, T] = "
             f"{list(valid.shape)}"
         )
+    # every term in at least float32, so a bf16 ratio does not round to 1 (precision.py)
+    logprobs = at_least_float32(logprobs)
     zero = torch.zeros_like(logprobs)
     logp = torch.where(valid, logprobs, zero)
     old = torch.where(valid, old_logprobs.detach().to(logprobs.dtype), zero)
@@ -385,12 +389,3 @@ def reinforce_loss(
     return add_kl_term(
         _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
     )
-
-
-# the objective methods' losses (issue #8) live in their own modules and register
-# themselves into policy_losses on import: RPG, COPO's blend, and the losses that read
-# whole groups (Reg-GRPO, PACS, P3O), BCPG-NSA
-from policylab.algebra import bcpg as _bcpg  # noqa: E402, F401
-from policylab.algebra import copo as _copo  # noqa: E402, F401
-from policylab.algebra import group_losses as _group_losses  # noqa: E402, F401
-from policylab.algebra import rpg as _rpg  # noqa: E402, F401

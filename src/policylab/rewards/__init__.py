@@ -16,7 +16,8 @@ signature, so users' functions move over unchanged. `None` in the returned list 
 
 from policylab.rewards.builtin import exact_answer, format_reward, math_verify_reward
 from policylab.rewards.combine import CombinedReward, RewardResult, combine
-from policylab.rewards.registry import get, load_user_reward, names, register, reward_functions
+from policylab.rewards.lookup import get, names
+from policylab.rewards.registry import load_user_reward, register, reward_functions
 
 __all__ = [
     "CombinedReward",

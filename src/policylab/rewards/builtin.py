@@ -1,16 +1,15 @@
-"""Built-in reward functions: exact answer, answer format, math equivalence."""
+"""Built-in reward functions: exact answer, answer format, math equivalence. Registered
+under the names of `BUILTIN` by registry.py."""
 
 from __future__ import annotations
 
 import re
 
-from policylab.rewards.registry import register
-from policylab.tasks import extract_answer
+from policylab.tasks.base import extract_answer
 
 _FORMAT = re.compile(r"^(?:(?!<answer>).)*<answer>((?!</?answer>).)+</answer>\s*$", re.DOTALL)
 
 
-@register("exact_answer")
 def exact_answer(prompts, completions, answer, **columns) -> list[float]:
     """1.0 when the text inside <answer>…</answer> equals the `answer` column (both
     stripped), else 0.0."""
@@ -20,14 +19,12 @@ def exact_answer(prompts, completions, answer, **columns) -> list[float]:
     ]
 
 
-@register("format")
 def format_reward(prompts, completions, **columns) -> list[float]:
     """1.0 when the completion ends with exactly one non-empty <answer>…</answer> block
     (anything may come before it), else 0.0."""
     return [1.0 if _FORMAT.match(c) else 0.0 for c in completions]
 
 
-@register("math_verify")
 def math_verify_reward(prompts, completions, answer, **columns) -> list[float]:
     """1.0 when the completion's answer is mathematically equal to the `answer` column,
     judged by Hugging Face's math-verify (LaTeX, fractions, sets, intervals, ...).
@@ -49,3 +46,11 @@ def math_verify_reward(prompts, completions, answer, **columns) -> list[float]:
 def _as_math(text: str) -> str:
     # math-verify looks for LaTeX delimiters or \boxed; a bare "3/4" is wrapped so it parses.
     return text if ("$" in text or "\\" in text) else f"${text}$"
+
+
+# name → function, as registry.py registers them
+BUILTIN = {
+    "exact_answer": exact_answer,
+    "format": format_reward,
+    "math_verify": math_verify_reward,
+}

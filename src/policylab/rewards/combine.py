@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policylab.rewards.registry import get
+from policylab.rewards.lookup import get
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,6 @@
-"""The reward registry and the loading of users' reward functions by name."""
+"""The reward registry (the built-ins and users' registered functions) and the loading of
+users' reward functions by path. Knows nothing of tasks: `rewards.get` (lookup.py) adds the
+tasks' verifiers, so that tasks (a data file's `reward=`) can use this module without a cycle."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from policylab.registry import Registry, UnknownNameError
+from policylab.rewards.builtin import BUILTIN
 
 RewardFn = Callable[..., list]
 
 reward_functions: Registry[RewardFn] = Registry("reward function")
+for _name, _fn in BUILTIN.items():
+    reward_functions.add(_name, _fn)
 
 
 def register(name: str, fn: RewardFn | None = None):
@@ -23,27 +28,16 @@ def register(name: str, fn: RewardFn | None = None):
     return fn
 
 
-def names() -> list[str]:
-    """Built-in rewards and every task's verifier."""
-    from policylab import tasks
-
-    return sorted(set(reward_functions.names()) | set(tasks.names()))
-
-
-def get(name: str) -> RewardFn:
-    """A registered reward, a task's verifier (by task name), or a user function given as
-    `package.module:function` or `path/to/file.py:function`."""
+def function(name: str) -> RewardFn:
+    """A registered reward (built-in or a user's) or a user function given as
+    `package.module:function` or `path/to/file.py:function`; not a task's verifier."""
     if name in reward_functions:
         return reward_functions.get(name)
-    from policylab import tasks
-
-    if name in tasks.names():
-        return tasks.get(name).reward
     if ":" in name:
         return load_user_reward(name)
     raise UnknownNameError(
-        f"unknown reward function {name!r}; choices: {', '.join(names())}, or a user "
-        "function as 'package.module:function' or 'path/to/file.py:function'"
+        f"unknown reward function {name!r}; choices: {', '.join(reward_functions.names())}, "
+        "or a user function as 'package.module:function' or 'path/to/file.py:function'"
     )
 
 

@@ -51,9 +51,9 @@ class FileTask:
             "reward": reward,
         }
         self._splits = _read(self.path, prompt_column)
-        from policylab import rewards
+        from policylab.rewards.registry import function
 
-        self._reward = rewards.get(reward)
+        self._reward = function(reward)
         self.columns = tuple(k for k in next(iter(self._splits.values()))[0] if k != prompt_column)
 
     @property

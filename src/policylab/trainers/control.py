@@ -22,10 +22,10 @@ import torch
 
 from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
-from policylab.api import components
 from policylab.config import ControlConfig, load
 from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
+from policylab.recipes.compose import components
 from policylab.trainers.run import Run, latest_checkpoint, lr_lambda, mean_metrics, progress_bar
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make_vector_env
 

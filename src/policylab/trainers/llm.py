@@ -24,11 +24,11 @@ import torch
 from policylab import rewards, tasks
 from policylab.algebra.advantages import group_stats
 from policylab.algebra.shaping import shape_rewards
-from policylab.api import Components, components
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
+from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar

@@ -262,10 +262,10 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def provenance() -> dict[str, str]:
-    import policylab
+    from policylab.version import __version__
 
     info = {
-        "policylab": policylab.__version__,
+        "policylab": __version__,
         "torch": str(torch.__version__),
         "python": platform.python_version(),
     }

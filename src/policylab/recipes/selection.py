@@ -2,20 +2,18 @@
 GRPO with one choice of what to train on. Each keeps the `grpo` recipe's advantage, loss
 and their defaults, so `policylab arena --algos grpo,d3s,...` isolates the selection; the
 component words (`selection=d3s`, `sampler=vas`, ...) put the same method under any
-other algorithm. DAPO's dynamic sampling is part of the `dapo` recipe (recipes.py).
-Imported by recipes.py, which registers them with the others."""
+other algorithm. DAPO's dynamic sampling is part of the `dapo` recipe (core.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from policylab.recipes import S, add, get
-
-_GRPO = get("grpo")
+from policylab.recipes.base import S, add
+from policylab.recipes.core import GRPO
 
 
 def _on_grpo(**fields) -> None:
-    add(dataclasses.replace(_GRPO, **fields))
+    add(dataclasses.replace(GRPO, **fields))
 
 
 _on_grpo(

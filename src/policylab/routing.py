@@ -1,0 +1,91 @@
+"""Which trainer a run goes to, and its config: one rule, used by `policylab.train` (api.py)
+and `policylab train` (cli.py).
+
+The rule: a task that is a gymnasium environment id (`config.is_gym_task`: CartPole-v1,
+Pendulum-v1, the policylab/... ids) is a control run — a `ControlConfig` with the
+environment's tuned defaults (`config.CONTROL_DEFAULTS`), trained by trainers/control.py;
+any other task (an embedded task, a data file) is a language-model run — a `TrainConfig`,
+trained by trainers/llm.py. The task is read from the explicit fields first, then the
+config (object, dict or YAML file), then a resumed run's saved config; with none given it
+is TrainConfig's default (a language-model task)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policylab.config import (
+    ControlConfig,
+    TrainConfig,
+    is_gym_task,
+    load,
+    load_control,
+)
+
+RunConfig = TrainConfig | ControlConfig
+
+
+def run_config(
+    config: Any = None,
+    fields: dict[str, Any] | None = None,
+    *,
+    saved: dict[str, Any] | None = None,
+) -> RunConfig:
+    """The checked config of one run. `config`: a TrainConfig or ControlConfig, a dict of
+    fields, a YAML path, or None; `fields` override it; `saved` is a resumed run's
+    config.yaml (its fields, the lowest layer)."""
+    fields, saved = dict(fields or {}), dict(saved or {})
+    path = None
+    if isinstance(config, TrainConfig | ControlConfig):
+        given = config.model_dump(exclude_unset=True)
+    elif isinstance(config, dict):
+        given = dict(config)
+    elif config is None:
+        given = {}
+    else:
+        path = Path(config)
+        given = _task_of_file(path)
+    task = fields.get("task") or given.get("task") or saved.get("task") or ""
+    if is_gym_task(str(task)):
+        if "model" in fields:
+            raise ValueError(
+                f"model={fields['model']!r} is for language models; task {task!r} is a "
+                "gymnasium id, whose control policies are MLPs (hidden=...)"
+            )
+        if saved:  # a resumed run's config is complete: the tuned defaults are in it
+            return load(
+                ControlConfig, None, {**saved, **_unset(ControlConfig, path, given), **fields}
+            )
+        if path is not None:
+            return load_control(path, fields)
+        return load_control(None, {**given, **fields})
+    return load(TrainConfig, None, {**saved, **_unset(TrainConfig, path, given), **fields})
+
+
+def train(cfg: RunConfig, *, resume: bool = False):
+    """Run `cfg` with its trainer: a ControlResult for a ControlConfig, else a TrainResult."""
+    if isinstance(cfg, ControlConfig):
+        from policylab.trainers.control import train as train_control
+
+        return train_control(cfg, resume=resume)
+    from policylab.trainers.llm import train as train_llm
+
+    return train_llm(cfg, resume=resume)
+
+
+def _task_of_file(path: Path) -> dict[str, Any]:
+    """{"task": ...} of a YAML config file, when it names one (the file is read in full,
+    and checked, by `load` once the schema is known)."""
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    return {"task": data["task"]} if isinstance(data, dict) and "task" in data else {}
+
+
+def _unset(schema, path: Path | None, given: dict[str, Any]) -> dict[str, Any]:
+    """The fields a file or object sets: a file is loaded (and checked) with `schema`."""
+    if path is None:
+        return given
+    return load(schema, path).model_dump(exclude_unset=True)
