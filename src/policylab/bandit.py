@@ -104,7 +104,8 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
         batch = collected.batch
         if len(batch):
             with torch.no_grad():
-                adv = parts.advantage(batch)
+                estimate = parts.advantage.estimate(batch)
+                adv, batch = estimate.advantages, batch.with_extras(estimate.columns)
                 returns = None
                 if parts.value is not None:
                     returns = value_targets(batch, _gae_options(parts.advantage.options))

@@ -156,6 +156,10 @@ class Rollouts:
                 out[f.name] = None if value is None else value[rows]
         return Rollouts(**out)
 
+    def with_extras(self, columns: dict[str, Any]) -> Rollouts:
+        """A copy with `columns` (name → per-row list or [B] tensor) added to `extras`."""
+        return self.replace(extras={**self.extras, **columns}) if columns else self
+
     def replace(self, **changes: Any) -> Rollouts:
         return dataclasses.replace(self, **changes)
 

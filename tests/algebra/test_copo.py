@@ -82,10 +82,27 @@ def blend(mode: str, rollouts: Rollouts, advantages, logprobs, old=None, **overr
     )
 
 
+def copo(b):
+    """COPO's advantages and the batch with the estimator's columns added (the estimator
+    returns them; it never writes into its input)."""
+    estimate = policylab.advantages("copo").estimate(b)
+    return estimate.advantages, b.with_extras(estimate.columns)
+
+
+def test_the_estimator_returns_its_columns_and_leaves_its_input_alone():
+    b = spec_batch()
+    before = dict(b.extras)
+    estimate = policylab.advantages("copo").estimate(b)
+    assert b.extras.keys() == before.keys()
+    assert set(estimate.columns) == {"copo_A_glob", "copo_H"}
+    close(estimate.columns["copo_A_glob"], A_GLOB, atol=1e-6)
+    close(policylab.advantages("copo")(b), estimate.advantages, atol=0)
+
+
 # ----------------------------------------------------------------------- spec case (§13)
 def test_spec_local_and_global_advantages_and_entropy():
     b = spec_batch()
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     close(a, torch.tensor(A_LOC, dtype=F64)[:, None].expand(12, 2), atol=1e-6)
     close(b.extras["copo_A_glob"], A_GLOB, atol=1e-6)
     close(b.extras["copo_H"], [0.0] * 4 + [1.5] * 4 + [1.0] * 4, atol=1e-7)
@@ -100,7 +117,7 @@ def test_spec_effective_advantages_per_mode(mode):
     # At ratio 1 no clip is active, so with token-sum d loss / d logp[i,t] = −(effective A_i),
     # and with token-mean over equal lengths the loss is −mean(effective A).
     b = spec_batch()
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     lp = torch.zeros(12, 2, dtype=F64, requires_grad=True)
     loss, _ = blend(mode, b, a, lp, loss_agg_mode="token-sum")
     expected = torch.tensor(EFFECTIVE[mode], dtype=F64)
@@ -112,7 +129,7 @@ def test_spec_effective_advantages_per_mode(mode):
 def test_forced_mode_sends_equal_reward_groups_to_the_global_loss():
     # soft_with_forced: q0 and q2 have A^loc = 0, so w = 0 there whatever H says.
     b = spec_batch()
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     lp = torch.zeros(12, 2, dtype=F64, requires_grad=True)
     _, m = blend("soft_with_forced", b, a, lp)
     # w = [0 ×4, 0.924142 ×4, 0 ×4]
@@ -139,7 +156,7 @@ def test_dual_clip_applies_to_the_global_loss():
     # −c·A = 2.401917 per token and carries no gradient; clipped rows at ratio 1.5 > 1.2
     # with A^glob > 0 (q0): max(−1.5A, −1.2A) = −1.2A, no gradient either.
     b = spec_batch(T=1)
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     old = torch.zeros(12, 1, dtype=F64)
     lp = old.clone()
     lp[8:] = math.log(4.0)
@@ -247,7 +264,7 @@ def _random(ragged, n_groups, n_answers):
 @given(ragged=ragged_batches(max_rows=8), n_groups=st.integers(1, 4), n_answers=st.integers(1, 4))
 def test_the_estimator_is_grpo_and_the_globals_are_standardised(ragged, n_groups, n_answers):
     b, _, _ = _random(ragged, n_groups, n_answers)
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     close(a, policylab.advantages("grpo")(b), atol=0.0)
     H, A_glob = b.extras["copo_H"], b.extras["copo_A_glob"]
     sizes = torch.bincount(torch.unique(b.group_ids, return_inverse=True)[1])
@@ -260,7 +277,7 @@ def test_the_estimator_is_grpo_and_the_globals_are_standardised(ragged, n_groups
 @given(ragged=ragged_batches(max_rows=8), n_groups=st.integers(1, 4), n_answers=st.integers(1, 4))
 def test_no_global_and_only_global_are_ppo_dual_clip(ragged, n_groups, n_answers):
     b, old, logp = _random(ragged, n_groups, n_answers)
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     ppo = policylab.policy_loss("ppo_clip", dual_clip_c=3.0, loss_agg_mode="seq-mean-token-mean")
     glob = b.extras["copo_A_glob"][:, None] * b.response_mask
     for mode, advantages in (("no_global", a), ("only_global", glob)):
@@ -284,7 +301,7 @@ def test_no_global_and_only_global_are_ppo_dual_clip(ragged, n_groups, n_answers
 def test_micro_batching_does_not_change_the_gradient(ragged, n_groups, n_answers, mode, agg, split):
     # The estimator runs once on the whole batch; each micro-batch carries its rows' extras.
     b, old, logp = _random(ragged, n_groups, n_answers)
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     B = len(b)
     norm = global_normaliser(b.response_mask, agg)
     lp = logp.clone().requires_grad_(True)
@@ -319,7 +336,7 @@ def test_equal_rewards_everywhere_give_no_gradient(ragged, n_groups, level):
     # Every group has the same rewards and every prompt the same mean: A^loc = A^glob = 0.
     b, old, logp = _random(ragged, n_groups, 3)
     b = b.replace(rewards=torch.full((len(b),), float(level), dtype=F64))
-    a = policylab.advantages("copo")(b)
+    a, b = copo(b)
     lp = logp.clone().requires_grad_(True)
     loss, _ = blend("soft_with_zero", b, a, lp, old=old)
     assert (grad_of(loss, lp) == 0).all()

@@ -109,6 +109,15 @@ def test_uniform_group_still_gets_bonus_and_shift():
     close(a, [[0.05 - 0.05 / 3, -0.05 / 3], [-0.05 / 3, 0.0]], atol=1e-12)
 
 
+def test_the_estimate_carries_the_step_metrics_it_computed():
+    # one pass: the `empg/` metrics come with the advantages (nothing re-runs the estimator)
+    b = batch([1.0, 1.0], [[0.3] * 2] * 2, [[1, 1], [1, 0]], seg=[[0, 1], [0, 0]], groups=[0, 0])
+    estimate = policylab.advantages("empg").estimate(b)
+    assert estimate.metrics["empg/n_steps"] == 3.0
+    assert estimate.columns == {}
+    close(estimate.advantages, policylab.advantages("empg")(b), atol=0)
+
+
 def test_nan_reward_row_gets_zero_and_stays_out_of_the_statistics():
     # Row 1 is unscorable: A = 0 on its tokens and its entropy 5.0 is not in min/max.
     # R = [1, NaN, 0] in one group: mean 0.5 over the scorable rows → A = [0.5, ·, −0.5];

@@ -1,4 +1,6 @@
-"""Advantage estimators: `fn(rollouts, cfg) -> A [B, T]`, zero where the mask is 0.
+"""Advantage estimators: `fn(rollouts, cfg) -> A [B, T]`, zero where the mask is 0, or an
+`Estimate` when the estimator also computes per-row columns a loss reads (COPO's global
+advantage) or diagnostics (EMPG's step statistics). Estimators never write into their input.
 
 Formulas in the notation of papers/seed_llm_algorithms.md (§1.3, §2.1–2.3, §2.6). Outcome
 estimators turn the scalar reward R_i of each row into one advantage and broadcast it over
@@ -12,7 +14,7 @@ from R_i for the outcome estimators and β·KL_est per token for `reinforce_pp` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -26,6 +28,22 @@ from policylab.rollouts import Rollouts
 advantage_estimators: Registry = Registry("advantage estimator")
 
 ZERO_STD = 1e-8  # a group std at or below this counts as "all rewards equal"
+
+
+@dataclass
+class Estimate:
+    """An estimator's full result: A [B, T]; `columns`, per-row values (name → [B] tensor
+    or list) that the caller adds to `rollouts.extras` for a loss that reads them; and
+    `metrics`, the estimator's own diagnostics for the log."""
+
+    advantages: torch.Tensor
+    columns: dict = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, result) -> Estimate:
+        """An estimator's return value (a tensor or an Estimate) as an Estimate."""
+        return result if isinstance(result, Estimate) else cls(result)
 
 
 # ---- options ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import torch
 
 from policylab.algebra.advantages import (
     ZERO_STD,
+    Estimate,
     GRPOOptions,
     KLInRewardOptions,
     advantage_estimators,
@@ -164,13 +165,14 @@ def copo_globals(
 
 
 @advantage_estimators.register("copo", config=COPOOptions)
-def copo_advantages(rollouts: Rollouts, cfg: COPOOptions) -> torch.Tensor:
+def copo_advantages(rollouts: Rollouts, cfg: COPOOptions) -> Estimate:
     """COPO's advantages (arXiv:2508.04138; code compute_grpo_outcome_advantage_with_global).
 
-    Returns A^loc [B, T] = m·(R_i − mean_q R)/(std_q R + eps), the `grpo` estimator (Bessel
-    std, eps = 1e-6; a singleton group gets 0 by the house rule, where the code uses mean 0
-    and std 1 [ours]). Writes into `rollouts.extras` the per-row constants the `copo_blend`
-    loss needs: "copo_A_glob" = A^glob_q and "copo_H" = H_q [B] (see `copo_globals`).
+    Returns an Estimate: A^loc [B, T] = m·(R_i − mean_q R)/(std_q R + eps), the `grpo`
+    estimator (Bessel std, eps = 1e-6; a singleton group gets 0 by the house rule, where
+    the code uses mean 0 and std 1 [ours]), and as columns the per-row constants the
+    `copo_blend` loss reads from `rollouts.extras`: "copo_A_glob" = A^glob_q and "copo_H" =
+    H_q [B] (see `copo_globals`); the caller adds them (`rollouts.with_extras`).
     Needs `rollouts.extras["answers"]`: each row's extracted final answer (str, or None when
     none was found). Compute on the whole batch, never a micro-batch."""
     answers = rollouts.extras.get(ANSWERS)
@@ -188,10 +190,9 @@ def copo_advantages(rollouts: Rollouts, cfg: COPOOptions) -> torch.Tensor:
         eps=cfg.eps,
         consistency_coef=cfg.consistency_coef,
     )
-    rollouts.extras["copo_A_glob"] = found.A_glob
-    rollouts.extras["copo_H"] = found.H
     local = GRPOOptions(kl_coef=cfg.kl_coef, kl_estimator=cfg.kl_estimator, eps=cfg.eps)
-    return grpo_advantages(rollouts, local)
+    columns = {"copo_A_glob": found.A_glob, "copo_H": found.H}
+    return Estimate(grpo_advantages(rollouts, local), columns)
 
 
 # ---- the blended loss -------------------------------------------------------------------------

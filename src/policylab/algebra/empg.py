@@ -19,7 +19,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from policylab.algebra.advantages import GRPOOptions, advantage_estimators, grpo_advantages
+from policylab.algebra.advantages import (
+    Estimate,
+    GRPOOptions,
+    advantage_estimators,
+    grpo_advantages,
+)
 from policylab.algebra.options import check_range, option
 from policylab.rollouts import Rollouts
 
@@ -203,7 +208,7 @@ def empg_details(rollouts: Rollouts, cfg: EMPGOptions) -> EMPGSteps:
 
 
 @advantage_estimators.register("empg", config=EMPGOptions)
-def empg_advantages(rollouts: Rollouts, cfg: EMPGOptions) -> torch.Tensor:
+def empg_advantages(rollouts: Rollouts, cfg: EMPGOptions) -> Estimate:
     """EMPG (arXiv:2509.09265, eqs. S20–S23 as read by ARLArena): the GRPO advantage A_i of
     each row rescaled per step by g = exp(−k_s·H̃)/mean exp(−k_s·H̃), plus ζ·exp(−k_f·H̃_next),
     centred to zero mean over the batch's steps (details: `empg_steps`).
@@ -211,9 +216,7 @@ def empg_advantages(rollouts: Rollouts, cfg: EMPGOptions) -> torch.Tensor:
     Needs Rollouts.entropy [B, T] (the sampling policy's, recorded at generation);
     segment_ids [B, T] optional (None: one step per row, so no bonus). Defaults k_s = k_f = 1,
     ζ = 0.05, ε = 1e-8 (ARLArena Table S1; paper values not read). Rows with a NaN reward
-    get A = 0 and stay out of the statistics [ours]. Returns A [B, T]."""
-    return empg_details(rollouts, cfg).advantages
-
-
-# the trainer logs these beside its adv/ metrics (AdvantageEstimator.metrics)
-empg_advantages.metrics = lambda rollouts, cfg: empg_details(rollouts, cfg).metrics()
+    get A = 0 and stay out of the statistics [ours]. Returns an Estimate: A [B, T] and the
+    `empg/` step statistics as metrics."""
+    details = empg_details(rollouts, cfg)
+    return Estimate(details.advantages, metrics=details.metrics())

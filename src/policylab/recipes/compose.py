@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from policylab import recipes as recipe_book
+from policylab.algebra.advantages import Estimate
 from policylab.algebra.catalogue import (
     advantage_estimators,
     policy_losses,
@@ -143,7 +144,7 @@ class AdvantageEstimator:
         token_rewards=None,
     ) -> torch.Tensor:
         if rollouts is not None:
-            return self.fn(rollouts, self.options)
+            return self.estimate(rollouts).advantages
         token_rewards, values = _float(token_rewards), _float(values)
         logprobs, ref_logprobs = _float(logprobs), _float(ref_logprobs)
         per_row = response_mask is None
@@ -169,14 +170,19 @@ class AdvantageEstimator:
             values=values,
             token_rewards=token_rewards,
         )
-        adv = self.fn(batch, self.options)
+        adv = self.estimate(batch).advantages
         return adv[:, 0] if per_row else adv
 
+    def estimate(self, rollouts: Rollouts) -> Estimate:
+        """The full result on `rollouts`: advantages, the per-row columns a loss of the
+        same method reads (add them with `rollouts.with_extras(est.columns)`: COPO's
+        global advantage) and the estimator's diagnostics (EMPG's `empg/*`)."""
+        return Estimate.of(self.fn(rollouts, self.options))
+
     def metrics(self, rollouts: Rollouts) -> dict[str, float]:
-        """The estimator's own diagnostics on `rollouts` (e.g. `empg/*`), for estimators
-        that report some through a `metrics(rollouts, options)` attribute; else {}."""
-        report = getattr(self.fn, "metrics", None)
-        return report(rollouts, self.options) if report is not None else {}
+        """The estimator's own diagnostics on `rollouts` (runs the estimator; a trainer
+        takes them from `estimate` instead)."""
+        return self.estimate(rollouts).metrics
 
     def __repr__(self) -> str:
         return f"advantages({self.name!r}, {self.options})"

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from policylab import rewards, tasks
-from policylab.algebra.advantages import group_stats
+from policylab.algebra.advantages import Estimate, group_stats
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import HFEngine, Sampling
@@ -151,8 +151,10 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             # 2. advantages on the kept groups, then the advantage-time stages; a step that
             # kept no group (on_exhaust=train_partial) makes no update
             kept = len(batch) > 0
-            advantages = parts.advantage(batch) if kept else batch.response_mask.float()
-            adv_metrics = parts.advantage.metrics(batch) if kept else {}
+            estimate = (
+                parts.advantage.estimate(batch) if kept else Estimate(batch.response_mask.float())
+            )
+            advantages, batch = estimate.advantages, batch.with_extras(estimate.columns)
             scored = (batch, advantages)
             if kept:
                 batch, advantages = pipeline.select(batch, advantages, done.step - 1, cfg.steps)
@@ -176,7 +178,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             source.update(collected)
             # 4. metrics, samples, evaluation, checkpoint
             metrics = _step_metrics(*scored, info, learn, scheduler, t0, t1, t2, t3)
-            metrics.update({**adv_metrics, **pipeline.metrics(), **done.budget.as_metrics()})
+            metrics.update({**estimate.metrics, **pipeline.metrics(), **done.budget.as_metrics()})
             run.log(done.step, metrics)
             run.log_samples(done.step, _samples(info, collected.outcomes, cfg.samples_per_log))
             last = done.step == cfg.steps or out_of_samples(cfg, pipeline, done.budget)
