@@ -195,7 +195,7 @@ def _learn(policy, value, optimiser, parts, pipeline, batch, adv, cfg, gen) -> N
             logp = policy.evaluate(states[rows], part.response_ids[:, 0]).logprobs.unsqueeze(-1)
             mask, normaliser = part.response_mask, None
             if token_mask is not None:
-                head = TableHead(policy, states[rows])
+                head = table_head(policy, states[rows])
                 kept = token_mask.mask(part, adv[rows], head, optimiser.param_groups[0]["lr"])
                 options = parts.loss.options
                 normaliser = global_normaliser(mask, options.loss_agg_mode, L_max=options.L_max)
@@ -219,15 +219,15 @@ def _learn(policy, value, optimiser, parts, pipeline, batch, adv, cfg, gen) -> N
             optimiser.step()
 
 
-class TableHead:
+def table_head(policy: TablePolicy, states: torch.Tensor) -> dict[str, torch.Tensor]:
     """A table as a language model's head: logits = W·h with h the one-hot state, so a
-    learn-time stage that models the head (CAPO) sees `head_input` [B, 1, S] and
-    `logits` [B, 1, K] exactly as from a language model's forward pass."""
-
-    def __init__(self, policy: TablePolicy, states: torch.Tensor) -> None:
-        S = policy.logits.shape[0]
-        self.head_input = torch.nn.functional.one_hot(states, S).float().unsqueeze(1)
-        self.logits = policy.logits.detach()[states].unsqueeze(1)
+    learn-time stage that models the head (CAPO) sees "head_input" [B, 1, S] and "logits"
+    [B, 1, K] exactly as from a language model's forward pass."""
+    S = policy.logits.shape[0]
+    return {
+        "head_input": torch.nn.functional.one_hot(states, S).float().unsqueeze(1),
+        "logits": policy.logits.detach()[states].unsqueeze(1),
+    }
 
 
 def _gae_options(options) -> GAEOptions:

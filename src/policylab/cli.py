@@ -121,6 +121,31 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
     console.print(table)
     for note in recipe.notes:
         console.print(f"note: {escape(note)}")
+    console.print("\n[bold]where each part lives[/bold]")
+    for kind, where in part_locations(recipe):
+        console.print(f"  {kind}: {where}", highlight=False)
+
+
+def part_locations(recipe: recipe_book.Recipe) -> list[tuple[str, str]]:
+    """(part, "src/policylab/<file>.py:<function or class>") for each part of `recipe`."""
+    from policylab.stages import stages
+
+    parts = [
+        ("advantage", advantage_estimators, recipe.advantage),
+        ("loss", policy_losses, recipe.loss),
+        ("value loss", value_losses, recipe.value_loss),
+        ("selection", selections, recipe.selection),
+        ("prompt stage", stages, recipe.sampler),
+    ]
+    return [(kind, locate(reg.get(name))) for kind, reg, name in parts if name is not None]
+
+
+def locate(obj) -> str:
+    """Where `obj` (a function or class) is defined, relative to the repository."""
+    path = Path(inspect.getsourcefile(obj)).resolve()
+    root = Path(__file__).resolve().parents[1]  # src/
+    shown = path.relative_to(root.parent) if path.is_relative_to(root) else path
+    return f"{shown}:{obj.__qualname__}"
 
 
 def _describe_component(console: Console, registry: Registry, name: str) -> None:

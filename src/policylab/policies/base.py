@@ -23,7 +23,7 @@ coming ones fit."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -50,17 +50,24 @@ class Sample:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-class Evaluation(NamedTuple):
+@dataclass
+class Evaluation:
     """What `evaluate` computes for given actions, B rows, with grad.
 
-    A NamedTuple, so `logp, entropy, values = policy.evaluate(...)` unpacks.
+    `logp, entropy, values = policy.evaluate(...)` unpacks the first three fields.
     logprobs: log π_θ(action), shaped as `Sample.logprobs` ([B] or [B, T], 0 where masked).
     entropy: shaped as logprobs, or None; may be detached where the kind says so.
-    values: critic V(s) [B] with grad, or None without a critic."""
+    values: critic V(s) [B] with grad, or None without a critic.
+    head: what the output layer saw, for a stage that models it (CAPO), when asked for
+        (`with_head=True`): "head_input" [B, T, d] and "logits" [B, T, V], detached."""
 
     logprobs: torch.Tensor
     entropy: torch.Tensor | None
     values: torch.Tensor | None
+    head: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __iter__(self):
+        return iter((self.logprobs, self.entropy, self.values))
 
 
 @runtime_checkable

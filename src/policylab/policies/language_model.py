@@ -83,11 +83,13 @@ class LanguageModelPolicy(nn.Module):
         mask: torch.Tensor | None = None,
         extras: dict[str, Any] | None = None,
         with_entropy: bool = True,
+        with_head: bool = False,
     ) -> Evaluation:
         """Per-token log π_θ [B, T] (with grad) of responses `actions` [B, T] after one
         prompt per row (`Sample.extras["prompt_ids"]`), 0 where mask [B, T] is 0 (default:
         every position real); entropy [B, T] detached (None without `with_entropy`);
-        values None."""
+        values None; with `with_head`, the head's input and logits (CAPO's stage reads
+        them)."""
         if mask is None:
             mask = torch.ones(actions.shape)
         if len(prompt_ids) != actions.shape[0]:
@@ -103,5 +105,7 @@ class LanguageModelPolicy(nn.Module):
             pad_id=self.tokenizer.pad_token_id,
             temperature=self.temperature,
             with_entropy=with_entropy,
+            with_head=with_head,
         )
-        return Evaluation(out.logprobs, out.entropy, None)
+        head = {"head_input": out.head_input, "logits": out.logits} if with_head else {}
+        return Evaluation(out.logprobs, out.entropy, None, head)

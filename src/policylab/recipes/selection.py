@@ -13,7 +13,13 @@ from policylab.recipes.core import GRPO
 
 
 def _on_grpo(**fields) -> None:
-    add(dataclasses.replace(GRPO, **fields))
+    """A recipe on GRPO's; GRPO's run settings keep their source, named as GRPO's (so
+    `describe vade` does not cite DeepSeekMath's sections under VADE's paper)."""
+    inherited = {
+        key: S(setting.value, f"grpo's ({GRPO.paper}): {setting.source}")
+        for key, setting in GRPO.training.items()
+    }
+    add(dataclasses.replace(GRPO, training=inherited, **fields))
 
 
 _on_grpo(

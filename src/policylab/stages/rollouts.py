@@ -175,14 +175,15 @@ class AdvantageSelector(RuleStage):
 
 class TokenMask(RuleStage):
     """A `learn` stage: the rule on every micro-batch, with that forward pass's head
-    input and logits in `extras`, the rule's state and the current lr (CAPO)."""
+    input and logits in `extras`, the rule's state and the current lr (CAPO). The policy
+    evaluates with `with_head=True` for it."""
 
     kind = "learn"
     needs_head = True
 
-    def mask(self, part: Rollouts, advantages, forward, lr: float) -> Selection:
-        head = {"head_input": forward.head_input, "logits": forward.logits}
-        part = part.replace(extras={**part.extras, **head})
+    def mask(self, part: Rollouts, advantages, head: dict, lr: float) -> Selection:
+        """`head`: the forward pass's "head_input" [B, T, d] and "logits" [B, T, V]."""
+        part = part.with_extras(head)
         return self.rule(part, advantages, {"state": self.state, "lr": lr})
 
 

@@ -25,9 +25,10 @@ from policylab import rewards, tasks
 from policylab.algebra.advantages import Estimate, group_stats
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
-from policylab.engines import HFEngine, Sampling
+from policylab.engines import Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
+from policylab.policies.language_model import LanguageModelPolicy
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.trainers.llm_update import update
@@ -92,17 +93,17 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     needs_ref = parts.loss.options.needs_reference or parts.advantage.options.kl_coef > 0
     reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
     generator = torch.Generator().manual_seed(cfg.seed)
+    sampling = Sampling(
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        max_new_tokens=cfg.max_new_tokens,
+        stop_strings=tuple(cfg.stop_strings),
+    )
+    policy = LanguageModelPolicy(model, tokenizer, sampling=sampling)
     workflow = SingleTurn(
-        HFEngine(model, tokenizer),
-        tokenizer,
+        policy,
         task,
-        Sampling(
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            top_k=cfg.top_k,
-            max_new_tokens=cfg.max_new_tokens,
-            stop_strings=tuple(cfg.stop_strings),
-        ),
         cfg.samples_per_prompt,
         plan.reward_fn,
         generator,
@@ -163,14 +164,13 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             learn = {}
             if kept:
                 learn = update(
-                    model,
+                    policy,
                     optimiser,
                     scheduler,
                     parts.loss,
                     batch,
                     advantages,
                     cfg,
-                    tokenizer.pad_token_id,
                     generator,
                     token_mask=pipeline.token_mask,
                 )

@@ -12,19 +12,17 @@ import torch
 
 from policylab.algebra.aggregate import global_normaliser
 from policylab.config import TrainConfig
-from policylab.models import response_forward
 from policylab.trainers.run import mean_metrics
 
 
 def update(
-    model,
+    policy,
     optimiser,
     scheduler,
     loss_fn,
     batch,
     advantages,
     cfg: TrainConfig,
-    pad_id: int,
     generator: torch.Generator,
     token_mask=None,
 ) -> dict[str, float]:
@@ -53,20 +51,17 @@ def update(
             for micro in micro_batches(minibatch.group_ids, cfg.micro_batch_rows):
                 part = minibatch.select(micro)
                 part_adv = advantages[rows][micro]
-                forward = response_forward(
-                    model,
+                forward = policy.evaluate(
                     part.extras["prompt_ids"],
                     part.response_ids,
-                    part.response_mask,
-                    pad_id=pad_id,
-                    temperature=cfg.temperature,
-                    with_entropy=True,
+                    mask=part.response_mask,
                     with_head=token_mask is not None,
                 )
                 logp, entropy, kept = forward.logprobs, forward.entropy, part.response_mask
                 masked = {}
                 if token_mask is not None:
-                    chosen = token_mask.mask(part, part_adv, forward, scheduler.get_last_lr()[0])
+                    lr = scheduler.get_last_lr()[0]
+                    chosen = token_mask.mask(part, part_adv, forward.head, lr)
                     kept, masked = kept * chosen.token_weight, chosen.metrics
                 loss, m = loss_fn(
                     logprobs=logp,
@@ -86,7 +81,7 @@ def update(
                     mismatch = float((logp.detach() - part.logprobs)[valid].abs().mean())
                 m["loss"] = float(loss.detach())
                 metrics.append((tokens, m))
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip or math.inf)
+            norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip or math.inf)
             optimiser.step()
             scheduler.step()
             history.append({**mean_metrics(metrics), "grad_norm": float(norm)})

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from policylab.algebra.selection import accuracy
-from policylab.engines import Engine, Sampling
 from policylab.evaluate import prompt_ids as tokenize_prompts
+from policylab.policies.language_model import LanguageModelPolicy
 from policylab.rewards import CombinedReward
 from policylab.rollouts import Rollouts
 
@@ -58,20 +58,19 @@ def newline_ids(tokenizer) -> list[int]:
 
 def rollout(
     examples: list[dict],
-    engine: Engine,
-    tokenizer,
-    sampling: Sampling,
+    policy: LanguageModelPolicy,
     n: int,
     reward_fn: CombinedReward,
     *,
     generator: torch.Generator | None = None,
     mask_truncated: bool = False,
 ) -> tuple[Rollouts, RolloutInfo]:
-    """Generate `n` completions per example, score them, and pack the batch."""
+    """Sample `n` completions per example from `policy`, score them, and pack the batch."""
     prompts = [e["prompt"] for e in examples]
-    ids = tokenize_prompts(tokenizer, prompts)
+    ids = tokenize_prompts(policy.tokenizer, prompts)
     start = time.perf_counter()
-    gen = engine.generate(ids, n, sampling, generator)
+    gen = policy.sample(ids, generator=generator, n=n)
+    texts = gen.extras["texts"]
     generated = time.perf_counter()
     row_prompts = [p for p in prompts for _ in range(n)]
     columns = {
@@ -79,10 +78,10 @@ def rollout(
         for k in examples[0]
         if k not in ("prompt", "completion")
     }
-    scored = reward_fn(row_prompts, gen.texts, **columns)
+    scored = reward_fn(row_prompts, texts, **columns)
     scored_at = time.perf_counter()
-    truncated = gen.truncated
-    mask = gen.response_mask.clone()
+    truncated = torch.tensor([r == "length" for r in gen.extras["finish_reason"]])
+    mask = gen.mask.clone()
     if mask_truncated:
         mask[truncated] = 0
     rewards = torch.tensor(scored.total, dtype=torch.float32)
@@ -90,7 +89,7 @@ def rollout(
         rewards=rewards,
         response_mask=mask,
         group_ids=torch.arange(len(prompts)).repeat_interleave(n),
-        response_ids=gen.response_ids,
+        response_ids=gen.actions,
         logprobs=gen.logprobs,
         entropy=gen.entropy,
         truncated=truncated,
@@ -98,9 +97,9 @@ def rollout(
         # columns only some methods read (steps, answers) come from annotate stages
         extras={"prompt_ids": [p for p in ids for _ in range(n)]},
     )
-    tokens = int(gen.response_mask.sum())
+    tokens = int(gen.mask.sum())
     info = RolloutInfo(
-        gen.texts, row_prompts, scored.failures, tokens, generated - start, scored_at - generated
+        texts, row_prompts, scored.failures, tokens, generated - start, scored_at - generated
     )
     if any(math.isnan(r) for r in scored.total):
         info.failures = {**info.failures, "unscored": sum(math.isnan(r) for r in scored.total)}
@@ -109,9 +108,7 @@ def rollout(
 
 def score_prompts(
     examples: list[dict],
-    engine: Engine,
-    tokenizer,
-    sampling: Sampling,
+    policy: LanguageModelPolicy,
     n: int,
     reward_fn: CombinedReward,
     *,
@@ -124,13 +121,7 @@ def score_prompts(
     correct, responses, infos = [], [], []
     for start in range(0, len(examples), chunk):
         batch, info = rollout(
-            examples[start : start + chunk],
-            engine,
-            tokenizer,
-            sampling,
-            n,
-            reward_fn,
-            generator=generator,
+            examples[start : start + chunk], policy, n, reward_fn, generator=generator
         )
         correct.append(accuracy(batch).view(-1, n))
         masks = batch.response_mask > 0
@@ -142,15 +133,13 @@ def score_prompts(
 
 class SingleTurn:
     """The single-turn workflow of one run: `workflow(examples) -> (Rollouts, RolloutInfo)`
-    generates G completions per example, scores them and applies the run's annotators
-    (stages of kind "annotate"); `score(examples, n)` is a scoring pass (VAS)."""
+    samples G completions per example from the policy, scores them and applies the run's
+    annotators (stages of kind "annotate"); `score(examples, n)` is a scoring pass (VAS)."""
 
     def __init__(
         self,
-        engine: Engine,
-        tokenizer,
+        policy: LanguageModelPolicy,
         task,
-        sampling: Sampling,
         n: int,
         reward_fn: CombinedReward,
         generator: torch.Generator,
@@ -158,17 +147,15 @@ class SingleTurn:
         mask_truncated: bool = False,
         annotators: list | None = None,
     ) -> None:
-        self.engine, self.tokenizer, self.task = engine, tokenizer, task
-        self.sampling, self.n, self.reward_fn = sampling, n, reward_fn
+        self.policy, self.tokenizer, self.task = policy, policy.tokenizer, task
+        self.n, self.reward_fn = n, reward_fn
         self.generator, self.mask_truncated = generator, mask_truncated
         self.annotators = annotators or []
 
     def __call__(self, examples: list[dict]) -> tuple[Rollouts, RolloutInfo]:
         batch, info = rollout(
             examples,
-            self.engine,
-            self.tokenizer,
-            self.sampling,
+            self.policy,
             self.n,
             self.reward_fn,
             generator=self.generator,
@@ -179,14 +166,7 @@ class SingleTurn:
         return batch, info
 
     def score(self, examples: list[dict], n: int, *, chunk: int = 16):
-        """`score_prompts` with this run's engine, sampling and rewards."""
+        """`score_prompts` with this run's policy and rewards."""
         return score_prompts(
-            examples,
-            self.engine,
-            self.tokenizer,
-            self.sampling,
-            n,
-            self.reward_fn,
-            generator=self.generator,
-            chunk=chunk,
+            examples, self.policy, n, self.reward_fn, generator=self.generator, chunk=chunk
         )
