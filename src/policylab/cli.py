@@ -190,14 +190,16 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
             f"choices: {', '.join(recipe_book.names())}"
         )
         return 2
-    cfg = BanditConfig(steps=args.steps)
+    cfg = BanditConfig(steps=args.steps, states=args.states)
     console.print(
-        f"Softmax bandit: arms {cfg.arm_probs}, {cfg.prompts_per_step} groups × "
+        f"Softmax bandit: {cfg.states} state(s), arms {cfg.arm_probs}, "
+        f"{cfg.prompts_per_step} groups × "
         f"{cfg.samples_per_prompt} samples per step, {cfg.steps} steps, {cfg.minibatches} "
         f"minibatches, Adam lr {cfg.lr}, seeds 0..{args.seeds - 1}"
     )
     table = Table(title=f"P(best arm) after {cfg.steps} steps", title_justify="left")
-    for col in ("algorithm", "P(best arm), mean [min, max]", f"steps to {cfg.target}", "seconds"):
+    columns = ("algorithm", "P(best arm), mean [min, max]", f"steps to {cfg.target}", "samples")
+    for col in (*columns, "seconds"):
         table.add_column(col)
     for algo in algos:
         results = [run_bandit(algo, cfg, seed=s) for s in range(args.seeds)]
@@ -208,6 +210,7 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
             algo,
             f"{sum(probs) / len(probs):.3f} [{min(probs):.3f}, {max(probs):.3f}]",
             shown,
+            f"{sum(r.samples for r in results) / len(results):.0f}",
             f"{sum(r.seconds for r in results):.1f}",
         )
     console.print(table)
@@ -370,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
     bandit.add_argument("--algos", default="", help="comma-separated algorithms (default: all)")
     bandit.add_argument("--seeds", type=int, default=3, help="seeds per algorithm")
     bandit.add_argument("--steps", type=int, default=300, help="training steps per run")
+    bandit.add_argument(
+        "--states",
+        type=int,
+        default=1,
+        help="states (prompts); state s scales each arm's success by 1 − 0.75·s/(S − 1)",
+    )
     tr = sub.add_parser(
         "train",
         help="train a language model, or a control policy on a gymnasium id",

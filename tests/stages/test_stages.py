@@ -6,15 +6,21 @@ import copy
 import pytest
 import torch
 
-from policylab.api import components
 from policylab.config import TrainConfig
+from policylab.recipes.compose import components
 from policylab.rollouts import Rollouts
 from policylab.stages import KINDS, Budget, Stage, build_pipeline, stages
 
 
 def _pipeline(**fields):
     cfg = TrainConfig(**fields)
-    parts = components(cfg.algo, max_new_tokens=cfg.max_new_tokens, selection=cfg.selection)
+    parts = components(
+        cfg.algo,
+        max_new_tokens=cfg.max_new_tokens,
+        loss_overrides=cfg.loss,
+        selection=cfg.selection,
+        selection_overrides=cfg.selection_options,
+    )
     return build_pipeline(cfg, parts, pool_size=20)
 
 
@@ -111,3 +117,46 @@ def test_budget_charges_and_round_trips():
     other = Budget()
     other.load_state_dict(budget.state_dict())
     assert other == budget
+
+
+def test_components_declare_what_they_read_and_composition_adds_the_annotators():
+    assert [s.name for s in _pipeline(algo="empg").annotators] == ["line_segments"]
+    assert [s.name for s in _pipeline(algo="copo").annotators] == ["answers"]
+    # BCPG-NSA's judged steps also number the segments: one annotator provides both
+    assert [s.name for s in _pipeline(algo="bcpg_nsa").annotators] == ["step_labels"]
+    assert _pipeline(algo="bcpg_nsa", loss={"beta": 1.0}).annotators == []  # plain BCPG
+    assert _pipeline(algo="grpo").annotators == []
+
+
+def test_a_column_nobody_provides_fails_before_any_work_naming_the_component():
+    from types import SimpleNamespace
+
+    from policylab.stages.pipeline import WORKFLOW_COLUMNS, annotators_for
+
+    def part(name, reads=()):
+        return SimpleNamespace(name=name, options=SimpleNamespace(reads=reads))
+
+    parts = SimpleNamespace(
+        advantage=part("grpo"), loss=part("oracle", ("oracle_hint",)), selection=part("all")
+    )
+    with pytest.raises(ValueError, match=r"loss 'oracle' reads 'oracle_hint'.*answers"):
+        annotators_for(parts, WORKFLOW_COLUMNS)
+
+
+def test_annotators_add_their_columns_to_a_round():
+    from types import SimpleNamespace
+
+    from policylab.models import build_tokenizer
+    from policylab.stages import stages as registry
+    from policylab.workflows.single_turn import RolloutInfo
+
+    tokenizer = build_tokenizer()
+    text = "12\n<answer>7</answer>"
+    ids = torch.tensor([tokenizer.encode(text, add_special_tokens=False)])
+    batch = Rollouts(rewards=torch.ones(1), response_mask=torch.ones(ids.shape), response_ids=ids)
+    info = RolloutInfo([text], ["p"], {}, ids.shape[1], 0.0, 0.0)
+    flow = SimpleNamespace(tokenizer=tokenizer)
+    answers = registry.get("answers")(None).annotate(batch, [{}], info, flow)
+    assert answers.extras["answers"] == ["7"]
+    lines = registry.get("line_segments")(None).annotate(batch, [{}], info, flow)
+    assert lines.segment_ids[0, 0] == 0 and lines.segment_ids[0, -1] == 1
