@@ -80,3 +80,16 @@ def test_bandit_runs_the_chosen_algorithms(capsys):
 def test_bandit_rejects_unknown_algorithms(capsys, algos):
     assert main(["bandit", "--algos", algos, "--seeds", "1"]) == 2
     assert "unknown algorithm" in capsys.readouterr().out
+
+
+def test_describe_says_where_each_part_lives_and_lists_stages(capsys):
+    assert main(["describe", "vas"]) == 0
+    out = capsys.readouterr().out
+    assert "src/policylab/algebra/advantages.py:grpo_advantages" in out
+    assert "src/policylab/stages/prompts.py:VAS" in out
+    assert "(stage)" in out  # the stage of the same name, with its options
+    assert "[paper of grpo, DeepSeekMath" in out  # GRPO's run settings, named as GRPO's
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for stage in ("uniform", "offline", "step_labels", "line_segments", "answers", "difficulty"):
+        assert stage in out

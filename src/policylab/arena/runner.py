@@ -42,9 +42,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from policylab.arena.report import write_report
 from policylab.arena.stats import AlgoSummary, RunRecord, summarize
-from policylab.trainers.run import latest_checkpoint, read_metrics
+from policylab.trainers.run import latest_checkpoint, read_metrics, write_atomic
 
 SETTINGS = "arena.json"
 DONE = "arena_done.json"
@@ -102,7 +104,8 @@ def make_spec(
 ) -> ArenaSpec:
     """Check the settings and turn the budget into the trainer's field; errors before any
     work (unknown algorithm, a budget that does not divide into whole steps, ...)."""
-    from policylab.config import is_gym_task, known_algorithm, load, load_control
+    from policylab.config import ControlConfig, known_algorithm
+    from policylab.routing import run_config
 
     algos = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
     algos = [a for a in algos if a]
@@ -125,20 +128,18 @@ def make_spec(
     if clash:
         raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
     spec = ArenaSpec(task, algos, seeds, 0, overrides, baseline, threshold, confidence)
-    if is_gym_task(task):
+    # every run's config is built (by the one routing rule) and checked before anything runs
+    configs = [
+        run_config(None, {**overrides, **variant, "task": task, "algo": algo})
+        for algo, variant in map(parse_entry, algos)
+    ]
+    cfg = configs[-1]
+    if isinstance(cfg, ControlConfig):
         spec.kind, spec.budget_unit, spec.budget_field = "control", "env steps", "total_steps"
-        for entry in algos:  # every config must be valid before anything runs
-            algo, variant = parse_entry(entry)
-            cfg = load_control(None, {**overrides, **variant, "task": task, "algo": algo})
         spec.budget = budget or cfg.total_steps
         spec.budget_value = spec.budget
         return spec
-    from policylab.config import TrainConfig
-
     spec.kind, spec.budget_unit, spec.budget_field = "llm", "generated samples", "steps"
-    for entry in algos:
-        algo, variant = parse_entry(entry)
-        cfg = load(TrainConfig, None, {**overrides, **variant, "task": task, "algo": algo})
     per_step = cfg.prompts_per_step * cfg.samples_per_prompt
     spec.budget = budget or cfg.steps * per_step
     if spec.budget % per_step:
@@ -271,22 +272,31 @@ def parse_entry(entry: str) -> tuple[str, dict[str, Any]]:
 
 
 # ---- running ----------------------------------------------------------------------------
-def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str]:
-    """`python -m policylab.cli train ...` for one run (`algo` is an --algos entry, with
-    its variant fields if any): fresh, or resumed from its checkpoint when it has one."""
-    run_dir = folder / "runs" / spec.run_name(algo, seed)
+def run_config_of(folder: Path, spec: ArenaSpec, algo: str, seed: int):
+    """The checked config (a TrainConfig or ControlConfig, by the routing rule) of one
+    run: the arena's overrides, the entry's variant fields, its budget, seed and folder."""
+    from policylab.routing import run_config
+
     name, variant = parse_entry(algo)
     fields = {**spec.overrides, **variant, spec.budget_field: spec.budget_value}
-    fields["progress"] = "false"
     if spec.kind == "llm":  # a run that redraws groups stops at the same sample budget
         fields["max_samples"] = spec.budget
-    cmd = [sys.executable, "-m", "policylab.cli", "train"]
-    if latest_checkpoint(run_dir) is not None:
-        cmd += ["--resume", str(run_dir)]
-    else:
-        cmd += ["--task", spec.task, "--algo", name]
-        fields.update(seed=seed, run_dir=str(run_dir))
-    return cmd + [f"{k}={_text(v)}" for k, v in fields.items()]
+    run_dir = folder / "runs" / spec.run_name(algo, seed)
+    fields.update(task=spec.task, algo=name, seed=seed, run_dir=str(run_dir), progress=False)
+    return run_config(None, fields)
+
+
+def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str]:
+    """The process for one run (`algo` is an --algos entry, with its variant fields if
+    any): its config object, written to `configs/<run>.yaml` (process isolation, no field
+    names on a command line), resumed from its checkpoint when it has one."""
+    run_dir = folder / "runs" / spec.run_name(algo, seed)
+    cfg = run_config_of(folder, spec, algo, seed)
+    path = folder / "configs" / f"{spec.run_name(algo, seed)}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    cmd = [sys.executable, "-m", "policylab.cli", "train", "--config", str(path)]
+    return cmd + (["--resume", str(run_dir)] if latest_checkpoint(run_dir) is not None else [])
 
 
 def _run_one(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) -> int:

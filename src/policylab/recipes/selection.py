@@ -16,7 +16,7 @@ def _on_grpo(**fields) -> None:
     """A recipe on GRPO's; GRPO's run settings keep their source, named as GRPO's (so
     `describe vade` does not cite DeepSeekMath's sections under VADE's paper)."""
     inherited = {
-        key: S(setting.value, f"grpo's ({GRPO.paper}): {setting.source}")
+        key: S(setting.value, setting.source.replace("[paper", "[paper of grpo, DeepSeekMath,", 1))
         for key, setting in GRPO.training.items()
     }
     add(dataclasses.replace(GRPO, training=inherited, **fields))
