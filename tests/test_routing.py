@@ -62,3 +62,14 @@ def test_the_cli_routes_through_the_same_rule(tmp_path, capsys, monkeypatch):
     assert code == 0
     assert len(seen) == 1 and isinstance(seen[0], ControlConfig)
     assert "evaluation return" in capsys.readouterr().out
+
+
+def test_a_config_object_is_taken_as_it_is():
+    # its own defaults, not the environment's tuned ones (which only fill unset fields of
+    # configs given as fields or files)
+    given = ControlConfig(task="CartPole-v1")
+    assert routing.run_config(given) == given
+    assert routing.run_config(given, {"seed": 3}).model_dump() == {
+        **given.model_dump(),
+        "seed": 3,
+    }

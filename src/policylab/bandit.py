@@ -94,6 +94,7 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
     workflow = TableRounds(policy, value, success, cfg.samples_per_prompt, gen)
     budget = Budget()
     ctx = StageContext(pool, workflow, budget, None, cfg.prompts_per_step, cfg.seed)
+    pipeline.setup(ctx)
     source = RolloutSource(pool, pipeline, workflow, budget, cfg)
 
     history: list[float] = []

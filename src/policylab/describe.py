@@ -22,8 +22,13 @@ from policylab.algebra.catalogue import (
     value_losses,
 )
 from policylab.algebra.options import describe_options
+from policylab.algebra.selection import stage_of
+from policylab.recipes.compose import components
 from policylab.registry import Registry
 from policylab.stages import stages
+from policylab.stages.pipeline import WORKFLOW_COLUMNS, annotators_for
+from policylab.stages.rollouts import RULE_STAGES
+from policylab.workflows.rounds import collect_groups
 
 REGISTRIES: tuple[Registry, ...] = (
     advantage_estimators,
@@ -134,7 +139,18 @@ def part_locations(recipe: recipe_book.Recipe) -> list[tuple[str, str]]:
         ("selection", selections, recipe.selection),
         ("prompt stage", stages, recipe.sampler),
     ]
-    return [(kind, locate(reg.get(name))) for kind, reg, name in parts if name is not None]
+    found = [(kind, locate(reg.get(name))) for kind, reg, name in parts if name is not None]
+    if recipe.selection is not None:  # the stage that runs the selection, and when
+        rule = selections.get(recipe.selection)
+        wrapper = RULE_STAGES[stage_of(rule)]
+        found.append((f"selection's stage ({wrapper.kind})", locate(wrapper)))
+        if wrapper.kind == "filter":
+            found.append(("refill rounds", locate(collect_groups)))
+    parts = components(recipe.name, max_new_tokens=1)
+    if parts.value is None:  # the annotators a language-model run adds for what it reads
+        for annotator in annotators_for(parts, WORKFLOW_COLUMNS):
+            found.append(("annotate stage", locate(type(annotator))))
+    return found
 
 
 def locate(obj) -> str:

@@ -38,6 +38,12 @@ def run_config(
     config.yaml (its fields, the lowest layer)."""
     fields, saved = dict(fields or {}), dict(saved or {})
     path = None
+    same_kind = "task" not in fields or is_gym_task(str(fields["task"])) == isinstance(
+        config, ControlConfig
+    )
+    if isinstance(config, TrainConfig | ControlConfig) and not saved and same_kind:
+        # a config object is taken as it is (its own defaults, not a task's tuned ones)
+        return load(type(config), None, {**config.model_dump(), **fields})
     if isinstance(config, TrainConfig | ControlConfig):
         given = config.model_dump(exclude_unset=True)
     elif isinstance(config, dict):

@@ -5,6 +5,7 @@ reported while the others finish; bad settings fail before any work."""
 import json
 
 import pytest
+import yaml
 
 from policylab.arena import arena, make_spec, report
 from policylab.cli import main
@@ -118,8 +119,12 @@ def test_tiny_language_model_arena(tmp_path):
     assert "generated samples" in md and "generated tokens" in md
     spec = json.loads((tmp_path / "a" / "arena.json").read_text())
     assert spec["budget_field"] == "steps" and spec["budget_value"] == 2
-    # a run that redraws groups (dynamic sampling) is stopped at the same sample budget
-    assert "max_samples=8" in (tmp_path / "a" / "logs" / "grpo-s0.log").read_text()
+    # a run that redraws groups (dynamic sampling) is stopped at the same sample budget;
+    # each run trains from its config object, written beside the runs
+    config = yaml.safe_load((tmp_path / "a" / "configs" / "grpo-s0.yaml").read_text())
+    assert config["max_samples"] == 8 and config["steps"] == 2 and config["seed"] == 0
+    log = (tmp_path / "a" / "logs" / "grpo-s0.log").read_text()
+    assert "train --config" in log and "configs/grpo-s0.yaml" in log
 
 
 def test_bad_settings_fail_before_any_work(tmp_path):
@@ -142,8 +147,8 @@ def test_variants_of_one_algorithm_compete_under_their_labels(tmp_path):
     variant = "ppo@clip_schedule=linear@ent_coef=0.01"
     result = control_arena(tmp_path / "a", algos=f"ppo,{variant}")
     assert [r.algo for r in result.summaries] == ["ppo", variant]
-    log = (tmp_path / "a" / "logs" / f"{variant}-s0.log").read_text()
-    assert "--algo ppo " in log and "clip_schedule=linear" in log and "ent_coef=0.01" in log
+    config = yaml.safe_load((tmp_path / "a" / "configs" / f"{variant}-s0.yaml").read_text())
+    assert (config["algo"], config["clip_schedule"], config["ent_coef"]) == ("ppo", "linear", 0.01)
     clips = [row["clip"] for row in read_metrics(result.records[2].run_dir, kind="train")]
     assert clips == pytest.approx([0.2, 0.1])  # annealed over the 2 iterations
     with pytest.raises(ValueError, match="expected name@key=value"):

@@ -1,7 +1,7 @@
 """A tabular softmax policy: π(a|s) = softmax(θ[s])_a over a table of logits θ [S, K].
 
-The bandit (bandit.py) is its one-state case; tabular MDPs use it over their states. No
-critic: a kind that needs V(s) keeps its own (the bandit's scalar value)."""
+The bandit (bandit.py) uses it over its S states (one by default); tabular MDPs use it over
+theirs. No critic: a kind that needs V(s) keeps its own (the bandit's V[S])."""
 
 from __future__ import annotations
 

@@ -319,8 +319,8 @@ add(
         notes=(
             "Offline: the training set is sampled once from the initial policy (the behaviour "
             "and reference model), verified, filtered to mixed-outcome prompts and trained on "
-            "for several epochs; the language-model trainer's offline data flow is wired "
-            "separately (issue #8).",
+            "for several epochs: offline_prompts=N puts the run on the `offline` prompt stage "
+            "(stages/prompts.py), the paper's setting; without it the run is online.",
             "The loss computes R − R̄ itself from rollouts.rewards and group_ids (whole groups "
             "per micro-batch); the dr_grpo advantage (the same R − R̄) is computed for logging "
             "only. The loss needs ref_logprobs (the initial policy), rollouts.segment_ids and "

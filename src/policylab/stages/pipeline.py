@@ -67,8 +67,20 @@ class Pipeline:
         return {stage.name: stage.state_dict() for stage in self}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        missing = [stage.name for stage in self if stage.name not in state]
+        if missing:
+            raise ValueError(
+                f"the checkpoint has no state for stage(s) {', '.join(missing)} (it holds "
+                f"{', '.join(state) or 'none'}): resume with the stages the run was started with"
+            )
         for stage in self:
             stage.load_state_dict(state[stage.name])
+
+    def legacy_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The stages' state of a checkpoint written before stages existed (keys "sampler",
+        "curvature", "augmenter"), by the kind that held each."""
+        old = {"prompts": "sampler", "learn": "curvature", "augment": "augmenter"}
+        return {s.name: state.get(old.get(s.kind, "")) or {} for s in self}
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """{name: {kind, options}} for the resolved config."""
@@ -82,10 +94,20 @@ def build_pipeline(cfg, parts, pool_size: int, *, provided=None) -> Pipeline:
     rollout's) lacks, the augmenter, and the selection at the stage it declares. A config
     without offline data or augmentation fields (the bandit's) has neither."""
     recipe = parts.recipe
-    if getattr(cfg, "offline_prompts", 0):
-        name, options = "offline", {"prompts": cfg.offline_prompts}
+    sampler = cfg.sampler or recipe.sampler or "uniform"
+    offline, augment = getattr(cfg, "offline_prompts", 0), getattr(cfg, "augment", "none")
+    if (offline or augment != "none") and (sampler != "uniform" or cfg.sampler_options):
+        why = f"offline_prompts={offline}" if offline else f"augment={augment}"
+        raise ValueError(
+            f"{why} draws its prompts uniformly; {cfg.algo}'s prompt sampler is {sampler!r} "
+            f"(options {cfg.sampler_options}): use sampler=uniform without sampler_options"
+        )
+    if offline:
+        name, options = "offline", {"prompts": offline}
+    elif sampler == "offline":
+        raise ValueError("sampler=offline: set offline_prompts=N to train on offline data")
     else:
-        name = cfg.sampler or recipe.sampler or "uniform"
+        name = sampler
         options = recipe.component_defaults("sampler") if name == recipe.sampler else {}
         options = {**options, **cfg.sampler_options}
     prompts = _stage(name, options, "prompts")(
@@ -93,9 +115,8 @@ def build_pipeline(cfg, parts, pool_size: int, *, provided=None) -> Pipeline:
         pool_size,
         cfg.seed,
     )
-    provided = WORKFLOW_COLUMNS if provided is None else provided
-    pipeline = Pipeline(prompts, annotators=annotators_for(parts, provided))
-    if getattr(cfg, "augment", "none") != "none":
+    pipeline = Pipeline(prompts)
+    if augment != "none":
         cls = _stage(cfg.augment, cfg.augment_options, "augment")
         where = f"augment {cfg.augment!r}"
         pipeline.augmenters.append(
@@ -110,6 +131,8 @@ def build_pipeline(cfg, parts, pool_size: int, *, provided=None) -> Pipeline:
             pipeline.token_mask = stage
         else:
             pipeline.filter = stage
+    provided = WORKFLOW_COLUMNS if provided is None else provided
+    pipeline.annotators = annotators_for(parts, provided, list(pipeline))
     return pipeline
 
 
@@ -130,19 +153,22 @@ WORKFLOW_COLUMNS = frozenset(
 )
 
 
-def reads_of(parts) -> dict[str, tuple[str, ...]]:
-    """{component: the columns it reads}, as its options declare (`reads`)."""
+def reads_of(parts, present: list[Stage] = ()) -> dict[str, tuple[str, ...]]:
+    """{component or stage: the columns it reads}, as each declares (`reads`)."""
     named = {"advantage": parts.advantage, "loss": parts.loss, "selection": parts.selection}
-    return {
+    out = {
         f"{kind} {c.name!r}": tuple(getattr(c.options, "reads", ())) for kind, c in named.items()
     }
+    out.update({f"stage {s.name!r}": tuple(s.reads) for s in present})
+    return out
 
 
-def annotators_for(parts, available: frozenset[str]) -> list[Stage]:
-    """The annotators that provide what the components read and the workflow lacks: each
-    time the one providing most of what is still missing (ties by name). A column nothing
-    provides is an error naming the component, before any model loads."""
-    missing = {col: who for who, cols in reads_of(parts).items() for col in cols}
+def annotators_for(parts, available: frozenset[str], present: list[Stage] = ()) -> list[Stage]:
+    """The annotators that provide what the components and the `present` stages read and
+    the workflow lacks: each time the one providing most of what is still missing (ties by
+    name). A column nothing provides is an error naming its reader, before any model
+    loads."""
+    missing = {col: who for who, cols in reads_of(parts, present).items() for col in cols}
     for col in available:
         missing.pop(col, None)
     candidates = [stages.get(n) for n in stages.names() if stages.get(n).kind == "annotate"]
@@ -163,11 +189,11 @@ def annotators_for(parts, available: frozenset[str]) -> list[Stage]:
 
 
 def _stage(name: str, options: dict, kind: str) -> type[Stage]:
-    cls = stages.get(name)
-    if cls.kind != kind:
-        choices = [n for n in stages.names() if stages.get(n).kind == kind]
-        raise ValueError(f"{name!r} is a {cls.kind} stage, not a {kind} one; choices: {choices}")
-    return cls
+    """The registered stage class `name`, which must be of `kind`."""
+    choices = [n for n in stages.names() if stages.get(n).kind == kind and n != "offline"]
+    if name not in stages or stages.get(name).kind != kind:
+        raise ValueError(f"unknown {kind} stage {name!r}; choices: {', '.join(choices)}")
+    return stages.get(name)
 
 
 def _fields(options: Any) -> dict[str, Any]:

@@ -159,8 +159,9 @@ class Offline(PromptStage):
         self.data = offline_set(
             self.options.prompts, ctx.prompts_per_step, ctx.folder, ctx.pool, ctx.workflow
         )
-        if self.data.built_now:
-            ctx.budget.charge(self.data.samples, self.data.tokens)
+        # charged whether sampled now or read back (a run that died before its first
+        # checkpoint sampled it all the same); a resumed run's budget is its checkpoint's
+        ctx.budget.charge(self.data.samples, self.data.tokens)
         self.sampler = UniformSampler(self.data.groups, seed=self.seed)
 
     def stored(self, indices: list[int]):

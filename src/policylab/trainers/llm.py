@@ -301,7 +301,7 @@ def restore(restored, model, optimiser, scheduler, pipeline, generator, run) -> 
     model.load_state_dict(load_model(str(path / "model"))[0].state_dict())  # exact fp32
     optimiser.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    pipeline.load_state_dict(state["stages"])
+    pipeline.load_state_dict(state.get("stages") or pipeline.legacy_state(state))
     generator.set_state(state["generator"])
     budget = Budget()
     budget.load_state_dict(state["spent"])

@@ -35,6 +35,7 @@ class OfflineSet:
     samples: int  # samples generated to build it (kept or not)
     tokens: int
     built_now: bool = False  # sampled by this process (not read back from the run folder)
+    prompts: list[str] | None = None  # the prompts it was sampled for, in order
 
     @property
     def groups(self) -> int:
@@ -53,10 +54,8 @@ class OfflineSet:
         return groups, batch, info
 
     def save(self, folder: Path) -> None:
-        torch.save(
-            {"batch": self.batch, "samples": self.samples, "tokens": self.tokens},
-            Path(folder) / FILE,
-        )
+        state = {"batch": self.batch, "samples": self.samples, "tokens": self.tokens}
+        torch.save({**state, "prompts": self.prompts}, Path(folder) / FILE)
 
     @classmethod
     def load(cls, folder: Path) -> OfflineSet | None:
@@ -64,7 +63,7 @@ class OfflineSet:
         if not path.exists():
             return None
         state = torch.load(path, weights_only=False)
-        return cls(state["batch"], state["samples"], state["tokens"])
+        return cls(state["batch"], state["samples"], state["tokens"], prompts=state.get("prompts"))
 
 
 def build_offline_set(rounds: list[tuple[Rollouts, RolloutInfo]]) -> OfflineSet:
@@ -117,12 +116,19 @@ def offline_set(prompts: int, per_round: int, folder, pool, sample_round) -> Off
     initial policy (`sample_round(examples) -> (Rollouts, RolloutInfo)`, `per_round`
     prompts a call) over the first `prompts` prompts of the pool and saved; `built_now`
     says which (only a set built now is charged to the budget)."""
+    chosen = pool[:prompts]
+    texts = [str(example["prompt"]) for example in chosen]
     stored = OfflineSet.load(folder)
     if stored is not None:
+        if stored.prompts is not None and stored.prompts != texts:
+            raise ValueError(
+                f"{Path(folder) / FILE} was sampled for other prompts ({len(stored.prompts)} "
+                f"stored, {len(texts)} asked for by offline_prompts and the task): use a new "
+                "run_dir, or delete the file to sample the set again"
+            )
         return stored
-    chosen = pool[:prompts]
     chunks = range(0, len(chosen), per_round)
     built = build_offline_set([sample_round(chosen[i : i + per_round]) for i in chunks])
+    built.prompts, built.built_now = texts, True
     built.save(folder)
-    built.built_now = True
     return built
