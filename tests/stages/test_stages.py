@@ -160,3 +160,22 @@ def test_annotators_add_their_columns_to_a_round():
     assert answers.extras["answers"] == ["7"]
     lines = registry.get("line_segments")(None).annotate(batch, [{}], info, flow)
     assert lines.segment_ids[0, 0] == 0 and lines.segment_ids[0, -1] == 1
+
+
+def test_offline_data_and_augmentation_refuse_a_prompt_sampler_s_settings():
+    with pytest.raises(ValueError, match="offline_prompts=4 draws its prompts uniformly"):
+        _pipeline(algo="vade", offline_prompts=4)
+    with pytest.raises(ValueError, match="use sampler=uniform without sampler_options"):
+        _pipeline(algo="grpo", offline_prompts=4, sampler_options={"fraction": 0.5})
+    with pytest.raises(ValueError, match="augment=difficulty draws its prompts uniformly"):
+        _pipeline(algo="vas", augment="difficulty")
+    with pytest.raises(ValueError, match="unknown prompts stage 'offline'; choices: uniform, "):
+        _pipeline(algo="grpo", sampler="offline")  # offline_prompts=N chooses it
+
+
+def test_a_checkpoint_from_before_stages_maps_onto_the_stages_by_kind():
+    pipeline = _pipeline(algo="capo")
+    legacy = {"sampler": {"position": 3}, "curvature": {"t": 2}, "augmenter": None}
+    assert pipeline.legacy_state(legacy) == {"uniform": {"position": 3}, "capo": {"t": 2}}
+    with pytest.raises(ValueError, match=r"no state for stage\(s\) capo \(it holds uniform\)"):
+        pipeline.load_state_dict({"uniform": {}})

@@ -74,3 +74,26 @@ def test_offline_refuses_an_adaptive_sampler_and_too_many_prompts(small_model_di
     cfg = config(small_model_dir, tmp_path, offline_prompts=50, train_pool=10)
     with pytest.raises(ConfigError, match="exceeds"):
         train(cfg)
+
+
+def test_a_stored_set_is_read_back_for_its_prompts_and_refused_for_others(tmp_path):
+    from policylab.workflows.offline import offline_set
+
+    rewards = torch.tensor([1.0, 0, 0, 1])
+    batch = Rollouts(
+        rewards=rewards, response_mask=torch.ones(4, 1), group_ids=torch.tensor([0, 0, 1, 1])
+    )
+    info = RolloutInfo(["a", "b", "c", "d"], ["p", "p", "q", "q"], {}, 4, 0, 0)
+    calls = []
+
+    def sample_round(examples):
+        calls.append(len(examples))
+        return batch, info
+
+    pool = [{"prompt": "p"}, {"prompt": "q"}, {"prompt": "r"}]
+    first = offline_set(2, 2, tmp_path, pool, sample_round)
+    again = offline_set(2, 2, tmp_path, pool, sample_round)
+    assert calls == [2] and first.built_now and not again.built_now
+    assert again.samples == first.samples == 4  # what the stage charges either way
+    with pytest.raises(ValueError, match="sampled for other prompts"):
+        offline_set(3, 2, tmp_path, pool, sample_round)
