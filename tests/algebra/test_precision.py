@@ -82,13 +82,11 @@ def test_bf16_inputs_give_the_float32_computation(name):
     logp32 = (-torch.rand(6, 3, generator=g) * 2).to(BF16).float()
     old32 = (logp32 + 0.01 * torch.randn(6, 3, generator=g)).to(BF16).float()
     ref32 = (logp32 + 0.02 * torch.randn(6, 3, generator=g)).to(BF16).float()
-    adv = (
-        advantage_estimators.get("copo")(
-            rollouts, build_options(advantage_estimators.entry("copo").config, {}, where="test")
-        )[:, 0]
-        .to(BF16)
-        .float()
+    estimate = advantage_estimators.get("copo")(
+        rollouts, build_options(advantage_estimators.entry("copo").config, {}, where="test")
     )
+    rollouts = rollouts.with_extras(estimate.columns)  # what copo_blend reads
+    adv = estimate.advantages[:, 0].to(BF16).float()
 
     def run(dtype):
         lp = logp32.to(dtype).requires_grad_(True)
@@ -119,9 +117,11 @@ def test_group_losses_run_under_a_float64_default_dtype(name):
     try:
         rollouts, mask = _group_batch(torch.float64)
         logp = torch.tensor([[-1.0, -0.5, -2.0], [-0.3, -1.2, -0.7], [-0.9, -0.4, 0.0]] * 2)
-        adv = advantage_estimators.get("copo")(
+        estimate = advantage_estimators.get("copo")(
             rollouts, build_options(advantage_estimators.entry("copo").config, {}, where="t")
-        )[:, 0]
+        )
+        rollouts = rollouts.with_extras(estimate.columns)  # what copo_blend reads
+        adv = estimate.advantages[:, 0]
         loss, metrics = _call(name, logp, logp - 0.1, adv, mask, ref=logp + 0.05, rollouts=rollouts)
         assert loss.dtype == torch.float64
         assert torch.isfinite(loss)
