@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import cloudpickle
@@ -48,6 +48,37 @@ class ControlResult:
     env_steps: int
     seconds: float
     solved_at: dict | None  # first evaluation that reached cfg.stop_return: step, seconds
+
+
+@dataclass
+class ControlProgress:
+    """What a control run has done: its evaluations, the first that reached
+    `cfg.stop_return`, and its wall time (carried over a resume)."""
+
+    evals: list[dict] = field(default_factory=list)
+    solved_at: dict | None = None
+    elapsed_before: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
+
+
+def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iteration, batch_size):
+    """Held-out episodes now (the policy's mode), logged; the first evaluation after
+    training began that reaches `cfg.stop_return` marks the run solved."""
+    scores = evaluate_policy(policy, cfg.task, cfg.eval_episodes, cfg.eval_seed)
+    scores["env_steps"] = iteration * batch_size
+    scores["time/elapsed_s"] = done.elapsed
+    run.log(iteration, scores, kind="eval")
+    done.evals.append({"step": iteration, **scores})
+    # the untrained policy is evaluated too (iteration 0) but cannot count as solving it
+    reached = iteration > 0 and cfg.stop_return is not None
+    reached = reached and scores["eval/return_mean"] >= cfg.stop_return
+    if reached and done.solved_at is None:
+        done.solved_at = {"env_steps": scores["env_steps"], "seconds": scores["time/elapsed_s"]}
+    return scores
 
 
 def train(cfg: ControlConfig, *, resume: bool = False) -> ControlResult:
@@ -90,7 +121,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
     batch_size = cfg.num_envs * cfg.num_steps
 
-    start, evals, elapsed, solved_at = 0, [], 0.0, None
+    done, start = ControlProgress(), 0
     restored = run.load_checkpoint() if resume else None
     if restored is not None:
         _, state = restored
@@ -100,33 +131,20 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         generator.set_state(state["generator"])
         if iqn is not None:
             iqn.load_state_dict(state["iqn"])
-        start, evals, elapsed = state["step"], state["evals"], state["elapsed_s"]
+        start = state["step"]
+        done = ControlProgress(state["evals"], state["solved_at"], state["elapsed_s"])
         collector.close()
         if state["collector"] is not None:  # a sync collector: every env's exact state
             collector = cloudpickle.loads(state["collector"])
         else:  # async: subprocesses cannot be pickled; restart the episodes, new seeds
             log.warning("async environments cannot be restored: episodes restart")
             collector = make_collector(cfg, cfg.seed + start * cfg.num_envs)
-        solved_at = state["solved_at"]
         log.info("resumed %s at iteration %d", run.dir, start)
 
-    def evaluation(iteration: int) -> dict[str, float]:
-        nonlocal solved_at
-        scores = evaluate_policy(policy, cfg.task, cfg.eval_episodes, cfg.eval_seed)
-        scores["env_steps"] = iteration * batch_size
-        scores["time/elapsed_s"] = elapsed + time.perf_counter() - started
-        run.log(iteration, scores, kind="eval")
-        evals.append({"step": iteration, **scores})
-        # the untrained policy is evaluated too (iteration 0) but cannot count as solving it
-        reached = iteration > 0 and cfg.stop_return is not None
-        reached = reached and scores["eval/return_mean"] >= cfg.stop_return
-        if reached and solved_at is None:
-            solved_at = {"env_steps": scores["env_steps"], "seconds": scores["time/elapsed_s"]}
-        return scores
-
-    started = time.perf_counter()
+    done.started = time.perf_counter()
     if start == 0:
-        evaluation(0)
+        evaluation(policy, cfg, run, done, 0, batch_size)
+    evals = done.evals
     fields = {"ret": "return", "eval": "eval", "sps": "steps/s"}
     with progress_bar(f"{cfg.algo} on {cfg.task}", cfg.iterations, fields, cfg.progress) as bar:
         job = bar.add_task(
@@ -196,8 +214,8 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
             run.log(iteration, metrics)
             last = iteration == cfg.iterations
             if last or (cfg.eval_every and iteration % cfg.eval_every == 0):
-                evaluation(iteration)
-                last = last or solved_at is not None
+                evaluation(policy, cfg, run, done, iteration, batch_size)
+                last = last or done.solved_at is not None
             if last or (cfg.save_every and iteration % cfg.save_every == 0):
                 run.save_checkpoint(
                     iteration,
@@ -212,8 +230,8 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                             cloudpickle.dumps(collector) if cfg.vector == "sync" else None
                         ),
                         "evals": evals,
-                        "elapsed_s": elapsed + time.perf_counter() - started,
-                        "solved_at": solved_at,
+                        "elapsed_s": done.elapsed,
+                        "solved_at": done.solved_at,
                         "iqn": None if iqn is None else iqn.state_dict(),
                         "config": cfg.model_dump(),
                     },
@@ -225,10 +243,10 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                 eval=f"{evals[-1]['eval/return_mean']:.1f}",
                 sps=f"{metrics['perf/steps_per_s']:.0f}",
             )
-            if solved_at is not None:
+            if done.solved_at is not None:
                 break
 
-    seconds = elapsed + time.perf_counter() - started
+    seconds, solved_at = done.elapsed, done.solved_at
     collector.close()
     env_steps = evals[-1]["env_steps"]
     run.write_curves(CURVES, title=f"{cfg.algo} on {cfg.task} (seed {cfg.seed})")
