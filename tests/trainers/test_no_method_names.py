@@ -57,3 +57,13 @@ def test_no_trainer_compares_a_component_name():
         if (hits := method_name_comparisons(path.read_text()))
     }
     assert offenders == {}
+
+
+def test_the_language_model_loop_reads_in_one_sitting():
+    """`trainers/llm.py:train` stays about 120 lines: setup, the loop, the summary; the
+    rest (composition, evaluation, checkpoint state, restore) are named functions."""
+    tree = ast.parse((TRAINERS / "llm.py").read_text())
+    (train,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train"]
+    assert train.end_lineno - train.lineno + 1 <= 120
+    nested = [n.name for n in ast.walk(train) if isinstance(n, ast.FunctionDef) and n is not train]
+    assert nested == []  # no closures over the loop's state
