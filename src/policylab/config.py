@@ -313,6 +313,14 @@ class ControlConfig(RunSchema):
         description="named algorithm with a value loss and GAE (ppo; fpo; pg_rainbow)",
     )
     task: str = Field("CartPole-v1", description="gymnasium environment id")
+    selection: str | None = Field(
+        None,
+        description="an advantage-time selection over the iteration's transitions (d3s); "
+        "None = the algorithm's (none for the control recipes)",
+    )
+    selection_options: dict[str, Any] = Field(
+        default_factory=dict, description="selection option overrides"
+    )
     total_steps: int = Field(100_000, ge=1, description="environment steps (all envs together)")
     num_envs: int = Field(4, ge=1, description="environments stepped in lock-step")
     num_steps: int = Field(128, ge=1, description="steps per environment per iteration")
@@ -392,6 +400,11 @@ class ControlConfig(RunSchema):
     run_dir: str = Field("", description="run folder (default runs/<algo>-<task>-s<seed>)")
     seed: int = Field(0, description="seed of environments, sampling and initialisation")
     progress: bool = Field(True, description="show the progress bar")
+
+    @field_validator("selection")
+    @classmethod
+    def _known_selection(cls, value: str | None) -> str | None:
+        return TrainConfig._known_selection(value)
 
     @field_validator("algo")
     @classmethod

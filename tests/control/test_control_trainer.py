@@ -1,6 +1,8 @@
 """The control trainer (trainers/control.py): a short seeded CartPole run learns, resume
 3 + 3 equals 6, checkpoint contents, config errors, `policylab train` routing."""
 
+import shutil
+
 import pytest
 import torch
 
@@ -141,3 +143,36 @@ def test_load_policy_gives_back_the_trained_policy(tmp_path):
     assert again["eval/return_mean"] == result.evals[-1]["eval/return_mean"]
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         load_policy(tmp_path)
+
+
+def test_an_advantage_time_stage_runs_on_control_time_steps_and_resumes(tmp_path):
+    """The control trainer runs the same stages: D³S keeps the transitions whose
+    advantages vary most (half at the start) and, among them, the top |A|·H tokens."""
+    fields = dict(FAST, task="CartPole-v1", selection="d3s", eval_every=2, save_every=2, seed=1)
+    straight = load(
+        ControlConfig, None, dict(fields, total_steps=4 * 128, run_dir=str(tmp_path / "a"))
+    )
+    train(straight)
+    rows = read_metrics(straight.run_dir, kind="train")
+    assert [r["d3s/sample_keep_frac"] for r in rows] == pytest.approx([0.5, 0.625, 0.75, 0.875])
+    plain = load(
+        ControlConfig,
+        None,
+        dict(fields, selection=None, total_steps=128, run_dir=str(tmp_path / "p")),
+    )
+    train(plain)
+    assert rows[0]["loss"] != read_metrics(plain.run_dir, kind="train")[0]["loss"]
+    # resumed from its step-2 checkpoint, the run logs iterations 3 and 4 again exactly
+    resumed = tmp_path / "c"
+    shutil.copytree(straight.run_dir, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "step_4")
+    (resumed / "checkpoints" / "latest").write_text("step_2\n")
+    train(straight.model_copy(update={"run_dir": str(resumed)}), resume=True)
+    assert_same_metrics(straight.run_dir, resumed)
+
+
+def test_a_selection_that_needs_prompt_groups_is_refused_on_control(tmp_path):
+    cfg = load(ControlConfig, None, dict(FAST, selection="dynamic_sampling", run_dir=str(tmp_path)))
+    with pytest.raises(ValueError, match="only an advantage-time selection applies.*d3s"):
+        train(cfg)
+    assert not (tmp_path / "metrics.jsonl").exists()

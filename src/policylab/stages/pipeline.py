@@ -8,8 +8,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from policylab.algebra.options import build_options
-from policylab.algebra.selection import AllOptions, Selection, select_all
+from policylab.algebra.selection import AllOptions, Selection, select_all, stage_of
 from policylab.rollouts import Rollouts
 from policylab.stages.base import Budget, Stage, StageContext, stages
 from policylab.stages.prompts import PromptStage
@@ -22,7 +24,7 @@ class Pipeline:
     """The stages of one run, by kind: one prompt source, then any annotators and
     augmenters, at most one filter, advantage-time selectors, at most one token mask."""
 
-    prompts: PromptStage
+    prompts: PromptStage | None  # None: the workflow has no prompts (control)
     annotators: list[Stage] = field(default_factory=list)
     augmenters: list[Stage] = field(default_factory=list)
     filter: Filter | None = None
@@ -30,7 +32,7 @@ class Pipeline:
     token_mask: TokenMask | None = None
 
     def __iter__(self) -> Iterator[Stage]:
-        yield self.prompts
+        yield from [self.prompts] if self.prompts is not None else []
         yield from self.annotators
         yield from self.augmenters
         yield from [self.filter] if self.filter is not None else []
@@ -51,11 +53,19 @@ class Pipeline:
 
     def select(self, batch: Rollouts, advantages, step: int, total_steps: int):
         """The advantage-time selectors in order: the kept rows and their advantages."""
+        _, batch, advantages = self.keep(batch, advantages, step, total_steps)
+        return batch, advantages
+
+    def keep(self, batch: Rollouts, advantages, step: int, total_steps: int):
+        """(indices of the kept rows in `batch`, the kept rows with the selectors' token
+        weights applied to their mask, their advantages), the selectors in order."""
+        rows = torch.arange(len(batch))
         for selector in self.selectors:
             chosen = selector.select(batch, advantages, step, total_steps)
-            advantages, batch = advantages[chosen.row_keep], chosen.apply(batch)
+            kept = chosen.row_keep.nonzero(as_tuple=True)[0]
+            rows, advantages, batch = rows[kept], advantages[kept], chosen.apply(batch)
             selector.last = chosen.metrics
-        return batch, advantages
+        return rows, batch, advantages
 
     def metrics(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -186,6 +196,38 @@ def annotators_for(parts, available: frozenset[str], present: list[Stage] = ()) 
         for col in best.provides:
             missing.pop(col, None)
     return chosen
+
+
+# what a control rollout carries (workflows/episodes.py): one row per time step
+CONTROL_COLUMNS = frozenset(
+    {"rewards", "response_mask", "logprobs", "values", "actions", "dones", "truncated", "entropy"}
+)
+
+
+def control_pipeline(parts) -> Pipeline:
+    """The stages a control run uses: its rows are time steps of environments, not groups
+    of responses to prompts, so only an advantage-time selection applies (the control
+    recipes name none; `selection=d3s` puts one on). Checked before any environment starts."""
+    pipeline = Pipeline(prompts=None)
+    rule = parts.selection
+    if not getattr(rule.fn, "keeps_everything", False):
+        stage = RULE_STAGES[rule.stage](rule)
+        if not isinstance(stage, AdvantageSelector):
+            raise ValueError(
+                f"selection {rule.name!r} runs at {rule.stage!r}; on control time steps only "
+                "an advantage-time selection applies (choices: "
+                f"{', '.join(n for n in selections_at('advantages'))})"
+            )
+        pipeline.selectors.append(stage)
+    if annotators_for(parts, CONTROL_COLUMNS, list(pipeline)):
+        raise ValueError(f"{rule.name!r} reads columns a control rollout does not carry")
+    return pipeline
+
+
+def selections_at(stage: str) -> list[str]:
+    from policylab.algebra.catalogue import selections
+
+    return [n for n in selections.names() if stage_of(selections.get(n)) == stage]
 
 
 def _stage(name: str, options: dict, kind: str) -> type[Stage]:

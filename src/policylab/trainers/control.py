@@ -26,6 +26,7 @@ from policylab.config import ControlConfig, load
 from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
 from policylab.recipes.compose import components
+from policylab.stages.pipeline import control_pipeline
 from policylab.trainers.run import Run, latest_checkpoint, lr_lambda, mean_metrics, progress_bar
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make_vector_env
 
@@ -100,7 +101,10 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         advantage_overrides={"gamma": cfg.gamma, "lam": cfg.lam, "whiten": False},
         loss_overrides={} if cfg.clip is None else {"eps_low": cfg.clip, "eps_high": cfg.clip},
         value_overrides={"clip": cfg.value_clip},
+        selection=cfg.selection,
+        selection_overrides=cfg.selection_options,
     )
+    pipeline = control_pipeline(parts)  # an advantage-time selection, if one is set
     if cfg.clip_schedule != "constant" and not hasattr(parts.loss.options, "eps_high"):
         raise ValueError(
             f"clip_schedule={cfg.clip_schedule!r} needs a clipped loss; "
@@ -131,6 +135,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         generator.set_state(state["generator"])
         if iqn is not None:
             iqn.load_state_dict(state["iqn"])
+        pipeline.load_state_dict(state.get("stages") or {s.name: {} for s in pipeline})
         start = state["step"]
         done = ControlProgress(state["evals"], state["solved_at"], state["elapsed_s"])
         collector.close()
@@ -170,6 +175,13 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                     parts.advantage.options.gamma,
                     parts.advantage.options.lam,
                 )
+            # the advantage-time stages (none for the control recipes): the rows kept, and
+            # their weights (a stage may also drop tokens: here a row is one token)
+            rows, kept, _ = pipeline.keep(
+                batch.rollouts, adv.reshape(-1, 1), iteration - 1, cfg.iterations
+            )
+            weight = torch.zeros(batch_size, 1)
+            weight[rows] = kept.response_mask
             t1 = time.perf_counter()
             # 3. learn: epochs × shuffled minibatches, target-KL early stop
             loss = parts.loss
@@ -186,6 +198,8 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                 returns.reshape(-1),
                 cfg,
                 generator,
+                rows,
+                weight,
             )
             if iqn is not None:  # PG-Rainbow: replay the batch, M IQN steps (papers §17.4)
                 iqn.push(batch, policy.normalize(collector.obs))
@@ -203,6 +217,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                 "perf/steps_per_s": batch_size / (t2 - t0),
                 "perf/collect_frac": (t1 - t0) / (t2 - t0),
                 **learn,
+                **pipeline.metrics(),
             }
             if batch.episode_returns:
                 metrics["rollout/episode_return"] = sum(batch.episode_returns) / len(
@@ -233,6 +248,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                         "elapsed_s": done.elapsed,
                         "solved_at": done.solved_at,
                         "iqn": None if iqn is None else iqn.state_dict(),
+                        "stages": pipeline.state_dict(),
                         "config": cfg.model_dump(),
                     },
                 )
@@ -293,23 +309,26 @@ def make_policy(cfg: ControlConfig, envs) -> tuple[torch.nn.Module, IQNLearner |
 
 
 def _learn(
-    policy, optimiser, value_loss, policy_loss, batch, adv, returns, cfg, generator
+    policy, optimiser, value_loss, policy_loss, batch, adv, returns, cfg, generator, kept, weight
 ) -> dict[str, float]:
-    """`cfg.epochs` passes of shuffled minibatches; stops early once the approximate KL
-    (Schulman's k3, E[(r − 1) − log r]) of a minibatch exceeds `cfg.target_kl`."""
+    """`cfg.epochs` passes of shuffled minibatches of the `kept` rows (each weighted by
+    `weight` [B, 1], 0/1); stops early once the approximate KL (Schulman's k3,
+    E[(r − 1) − log r]) of a minibatch exceeds `cfg.target_kl`."""
     rollouts = batch.rollouts
     old_logp, old_values = rollouts.logprobs[:, 0], rollouts.values[:, 0]
-    B = len(rollouts)
     params = [p for group in optimiser.param_groups for p in group["params"]]
     history: list[tuple[float, dict[str, float]]] = []
     stopped = False
     for _ in range(cfg.epochs):
-        for rows in torch.randperm(B, generator=generator).split(cfg.minibatch_size):
+        order = kept[torch.randperm(len(kept), generator=generator)]
+        for rows in order.split(cfg.minibatch_size):
             extras = {key: value[rows] for key, value in rollouts.extras.items()}
             logp, entropy, values = policy.evaluate(
                 batch.obs[rows], rollouts.actions[rows], extras=extras
             )
-            mask = torch.ones(len(rows), 1)
+            mask = weight[rows]
+            if not mask.any():  # a selection left this minibatch nothing to learn from
+                continue
             a = adv[rows].unsqueeze(-1)
             if cfg.norm_adv and len(rows) > 1:
                 a = masked_whiten(a, mask, unbiased=True)

@@ -119,7 +119,7 @@ class EpisodeCollector:
         and `value` as in policies/mlp.py). Batch.rewards are the rewards GAE learns from
         (scaled if `reward_gamma` was given); the sample's extras become the rollouts'."""
         T, N = n_steps, self.num_envs
-        obs_rows, actions, logprobs, extras = [], [], [], []
+        obs_rows, actions, logprobs, entropies, extras = [], [], [], [], []
         rewards, values, next_values = torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N)
         terminated, truncated = torch.zeros(T, N), torch.zeros(T, N)
         ep_returns, ep_lengths = [], []
@@ -133,6 +133,7 @@ class EpisodeCollector:
             obs_rows.append(x)
             actions.append(step.actions)
             logprobs.append(step.logprobs)
+            entropies.append(step.entropy)
             extras.append(step.extras)
             values[t] = step.values
             learn_reward = reward if self.scaler is None else self.scaler(reward, term | trunc)
@@ -162,6 +163,8 @@ class EpisodeCollector:
             rewards=rewards.reshape(B),
             response_mask=torch.ones(B, 1),
             logprobs=torch.stack(logprobs).reshape(B, 1),
+            # the sampling policy's entropy per step, when the kind reports it (D³S reads it)
+            entropy=None if entropies[0] is None else torch.stack(entropies).reshape(B, 1),
             values=values.reshape(B, 1),
             actions=torch.stack(actions).reshape(B, *step.actions.shape[1:]),
             dones=dones.reshape(B).bool(),
