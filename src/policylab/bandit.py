@@ -93,7 +93,7 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
     optimiser = torch.optim.Adam(params, lr=cfg.lr)
     workflow = TableRounds(policy, value, success, cfg.samples_per_prompt, gen)
     budget = Budget()
-    ctx = StageContext(pool, workflow, budget, None, cfg.prompts_per_step, cfg.seed)
+    ctx = StageContext(pool, workflow, budget, None, cfg.prompts_per_step)
     pipeline.setup(ctx)
     source = RolloutSource(pool, pipeline, workflow, budget, cfg)
 
@@ -141,8 +141,9 @@ class TableRounds:
         self.reference = torch.log_softmax(torch.zeros_like(policy.logits), dim=-1)  # uniform
 
     @torch.no_grad()
-    def __call__(self, examples: list[dict]) -> tuple[Rollouts, RolloutInfo]:
-        states = torch.tensor([e["state"] for e in examples]).repeat_interleave(self.G)
+    def __call__(self, examples: list[dict], n: int | None = None) -> tuple[Rollouts, RolloutInfo]:
+        G = n or self.G
+        states = torch.tensor([e["state"] for e in examples]).repeat_interleave(G)
         B = len(states)
         drawn = self.policy.sample(states, generator=self.generator)
         actions = drawn.actions
@@ -150,7 +151,7 @@ class TableRounds:
         batch = Rollouts(
             rewards=rewards,
             response_mask=torch.ones(B, 1),
-            group_ids=torch.arange(len(examples)).repeat_interleave(self.G),
+            group_ids=torch.arange(len(examples)).repeat_interleave(G),
             response_ids=actions.unsqueeze(-1),
             logprobs=drawn.logprobs.unsqueeze(-1),
             ref_logprobs=self.reference[states, actions].unsqueeze(-1),
@@ -171,11 +172,7 @@ class TableRounds:
 
     def score(self, examples: list[dict], n: int, *, chunk: int = 16):
         """n fresh actions per state: accuracy [P, n], each action as a one-token response."""
-        G, self.G = self.G, n
-        try:
-            batch, info = self(examples)
-        finally:
-            self.G = G
+        batch, info = self(examples, n)
         ids = batch.response_ids.view(len(examples), n).tolist()
         responses = [[[a] for a in row] for row in ids]
         return batch.rewards.view(len(examples), n), responses, info

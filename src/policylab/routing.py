@@ -38,10 +38,7 @@ def run_config(
     config.yaml (its fields, the lowest layer)."""
     fields, saved = dict(fields or {}), dict(saved or {})
     path = None
-    same_kind = "task" not in fields or is_gym_task(str(fields["task"])) == isinstance(
-        config, ControlConfig
-    )
-    if isinstance(config, TrainConfig | ControlConfig) and not saved and same_kind:
+    if isinstance(config, TrainConfig | ControlConfig) and not saved and _same_kind(config, fields):
         # a config object is taken as it is (its own defaults, not a task's tuned ones)
         return load(type(config), None, {**config.model_dump(), **fields})
     if isinstance(config, TrainConfig | ControlConfig):
@@ -68,6 +65,12 @@ def run_config(
             return load_control(path, fields)
         return load_control(None, {**given, **fields})
     return load(TrainConfig, None, {**saved, **_unset(TrainConfig, path, given), **fields})
+
+
+def _same_kind(config: RunConfig, fields: dict[str, Any]) -> bool:
+    """Whether `fields` keep `config` on its trainer (no task, or a task of the same kind)."""
+    task = fields.get("task")
+    return task is None or is_gym_task(str(task)) == isinstance(config, ControlConfig)
 
 
 def train(cfg: RunConfig, *, resume: bool = False):

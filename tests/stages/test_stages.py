@@ -90,7 +90,8 @@ def test_stage_state_round_trips_through_a_checkpoint():
 def test_capo_stage_keeps_its_curvature_state_in_the_checkpoint():
     pipeline = _pipeline(algo="capo")
     state = pipeline.state_dict()
-    assert set(state) == {"uniform", "capo"} and "t" in str(state["capo"]) or state["capo"]
+    assert set(state) == {"uniform", "capo"}
+    assert state["capo"]["t"] == 0 and len(state["capo"]["ids"]) == 0  # CAPO's Adam model
     assert pipeline.token_mask.state is not None
 
 

@@ -25,7 +25,7 @@ charging what it generates to `ctx.budget`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from policylab.registry import Registry
@@ -107,5 +107,3 @@ class StageContext:
     budget: Budget
     folder: Any
     prompts_per_step: int
-    seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)

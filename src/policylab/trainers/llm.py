@@ -114,11 +114,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     updates = cfg.steps * cfg.epochs * cfg.minibatches
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
     done = Progress()
-    ctx = StageContext(plan.pool, workflow, done.budget, run.dir, cfg.prompts_per_step, cfg.seed)
+    ctx = StageContext(plan.pool, workflow, done.budget, run.dir, cfg.prompts_per_step)
     pipeline.setup(ctx)  # e.g. the offline set, sampled (and charged) or read back
     if resume and (restored := run.load_checkpoint()) is not None:
-        done = restore(restored, model, optimiser, scheduler, pipeline, generator, run)
-        ctx.budget = done.budget
+        restore(restored, model, optimiser, scheduler, pipeline, generator, done)
+        log.info("resumed %s at step %d", run.dir, done.step)
     source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
 
     if done.step == 0:
@@ -294,19 +294,18 @@ def checkpoint_state(done: Progress, optimiser, scheduler, pipeline, generator) 
     }
 
 
-def restore(restored, model, optimiser, scheduler, pipeline, generator, run) -> Progress:
+def restore(restored, model, optimiser, scheduler, pipeline, generator, done: Progress) -> None:
     """The run's state from its newest checkpoint (model, optimiser, scheduler, stages,
-    sampling RNG), and what it had done."""
+    sampling RNG), and what it had done (into `done`, whose budget the stages share)."""
     path, state = restored
     model.load_state_dict(load_model(str(path / "model"))[0].state_dict())  # exact fp32
     optimiser.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     pipeline.load_state_dict(state.get("stages") or pipeline.legacy_state(state))
     generator.set_state(state["generator"])
-    budget = Budget()
-    budget.load_state_dict(state["spent"])
-    log.info("resumed %s at step %d", run.dir, state["step"])
-    return Progress(state["step"], state["evals"], budget, state.get("elapsed_s", 0.0))
+    done.budget.load_state_dict(state["spent"])
+    done.step, done.evals = state["step"], state["evals"]
+    done.elapsed_before = state.get("elapsed_s", 0.0)
 
 
 BAR_FIELDS = {"reward": "reward", "acc": "held-out", "tps": "tok/s", "split": "gen/score/learn"}
