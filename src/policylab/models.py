@@ -125,6 +125,7 @@ def sequence_logprobs(
     pad_id: int,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    observation_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs [B, T] of `response_ids` after each prompt under `model` (logits divided by
     `temperature`, as the engine samples), and optionally the next-token entropy [B, T].
@@ -140,6 +141,7 @@ def sequence_logprobs(
         pad_id=pad_id,
         temperature=temperature,
         with_entropy=with_entropy,
+        observation_mask=observation_mask,
     )
     return out.logprobs, out.entropy
 
@@ -162,11 +164,17 @@ def response_forward(
     temperature: float = 1.0,
     with_entropy: bool = False,
     with_head: bool = False,
+    observation_mask: torch.Tensor | None = None,
 ) -> ResponseForward:
     """`sequence_logprobs`, plus with `with_head` the LM head's input and output at each
     response position (detached; what CAPO's last-layer curvature model needs). The head
     input is divided by the temperature, so that tempered logits = W · head_input for a
-    linear head W."""
+    linear head W.
+
+    `observation_mask` [B, T]: response positions the model attends to without being
+    scored (an environment's text inside a multi-turn row, papers/seed_agents.md §A0.3):
+    the attention over the response region is response_mask ∨ observation_mask, and
+    log-probs and entropy stay 0 wherever response_mask is 0."""
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)
@@ -176,7 +184,10 @@ def response_forward(
         ids[i, P - len(p) : P] = torch.tensor(p)
         attention[i, P - len(p) : P] = 1
     ids[:, P:] = response_ids
-    attention[:, P:] = (response_mask > 0).long()
+    seen = response_mask > 0
+    if observation_mask is not None:
+        seen = seen | (observation_mask > 0)
+    attention[:, P:] = seen.long()
     ids, attention = ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     output = model(

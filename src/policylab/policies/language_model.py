@@ -84,12 +84,14 @@ class LanguageModelPolicy(nn.Module):
         extras: dict[str, Any] | None = None,
         with_entropy: bool = True,
         with_head: bool = False,
+        observation_mask: torch.Tensor | None = None,
     ) -> Evaluation:
         """Per-token log π_θ [B, T] (with grad) of responses `actions` [B, T] after one
         prompt per row (`Sample.extras["prompt_ids"]`), 0 where mask [B, T] is 0 (default:
         every position real); entropy [B, T] detached (None without `with_entropy`);
         values None; with `with_head`, the head's input and logits (CAPO's stage reads
-        them)."""
+        them). `observation_mask` [B, T]: tokens inside the response that are attended to
+        but not scored (multi-turn rows: the environment's text)."""
         if mask is None:
             mask = torch.ones(actions.shape)
         if len(prompt_ids) != actions.shape[0]:
@@ -106,6 +108,7 @@ class LanguageModelPolicy(nn.Module):
             temperature=self.temperature,
             with_entropy=with_entropy,
             with_head=with_head,
+            observation_mask=observation_mask,
         )
         head = {"head_input": out.head_input, "logits": out.logits} if with_head else {}
         return Evaluation(out.logprobs, out.entropy, None, head)

@@ -277,6 +277,7 @@ def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.T
             batch.response_mask,
             pad_id=tokenizer.pad_token_id,
             temperature=cfg.temperature,
+            observation_mask=batch.observation_mask,
         )
     return ref
 

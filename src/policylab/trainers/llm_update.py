@@ -56,6 +56,7 @@ def update(
                     part.response_ids,
                     mask=part.response_mask,
                     with_head=token_mask is not None,
+                    observation_mask=part.observation_mask,
                 )
                 logp, entropy, kept = forward.logprobs, forward.entropy, part.response_mask
                 masked = {}
