@@ -2,7 +2,7 @@
 shipped model to learn on a CPU.
 
     import policylab.tasks as tasks
-    tasks.names()                        # ['arithmetic', 'countdown', 'plan_path', 'sudoku4']
+    tasks.names()    # ['arithmetic', 'countdown', 'countdown_calc', 'plan_path', ...]
     task = tasks.get("countdown", n_numbers=3, max_number=20)
     rows = task.examples("train", 64, seed=0)   # dicts: prompt, answer, completion, columns
     task.reward(prompts, completions, numbers=[...], target=[...])   # TRL-style verifier
@@ -19,6 +19,21 @@ Knobs (defaults): arithmetic digits=2, ops="+", n_operands=2; countdown n_number
 max_number=20, max_target=100; sudoku4 blanks=11, partial_credit=False; plan_path size=5,
 wall_prob=0.25. Each module's docstring gives the format, the knobs and the verifier.
 
+Multi-turn tasks (papers/seed_agents.md §A1–§A3) have the same examples and single-turn
+verifier, plus `task.env(example)`, a text environment (`policylab.envs.text.TextEnv`), and
+`task.demonstrations(n, seed)`, per-turn SFT rows from a scripted noisy demonstrator:
+
+| task            | prompt; first observation    | a played episode (after the observation)  |
+|-----------------|------------------------------|-------------------------------------------|
+| plan_path_moves | `s..#/.#../...g/#...:` ; `…:P` | `DR;ED;@1,0;PDRR;EDRR;@2,2;PR;ER;@2,3;` |
+| countdown_calc  | `3 5 7 -> 22:` ; `…:C`         | `3*5;=15;C15+7;=22;`                    |
+| plan_path_fog   | `s.../.#../...g/....:` ; `…:E` | `R;x#0,2;ED;@1,0;E…` (3 attempts)       |
+
+Their knobs: plan_path_moves size=4, wall_prob=0.25, agents=2, max_turns=4; countdown_calc
+as countdown plus agents=1, max_turns=None (3; 4 with two agents); plan_path_fog size=4,
+wall_prob=0.25, hide_prob=0.5, attempts=3, max_turns=6, fog_on_path=True; each also
+demo_noise, the demonstrator's noise.
+
 The model answers inside `<answer>…</answer>`; each example's `completion` is exactly
 `<answer>{answer}</answer>`. The test split is a fixed ~10 % of each task's prompts,
 chosen by a stable hash of the prompt (see `base.py`), disjoint from train.
@@ -32,12 +47,15 @@ from policylab.registry import Registry
 from policylab.tasks.arithmetic import Arithmetic
 from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extract_answer
 from policylab.tasks.countdown import Countdown
+from policylab.tasks.countdown_calc import CountdownCalc
 from policylab.tasks.files import FileTask, looks_like_data
 from policylab.tasks.plan_path import PlanPath
+from policylab.tasks.plan_path_fog import PlanPathFog
+from policylab.tasks.plan_path_moves import PlanPathMoves
 from policylab.tasks.sudoku4 import Sudoku4
 
 task_classes: Registry[type[Task]] = Registry("task")
-for _cls in (Arithmetic, Countdown, PlanPath, Sudoku4):
+for _cls in (Arithmetic, Countdown, CountdownCalc, PlanPath, PlanPathFog, PlanPathMoves, Sudoku4):
     task_classes.add(_cls.name, _cls)
 
 
