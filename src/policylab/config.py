@@ -221,6 +221,17 @@ class TrainConfig(RunSchema):
         "completions of N prompts once from the initial policy, keep mixed-outcome groups, "
         "train on them for the whole run (only that pass counts against max_samples)",
     )
+    agent: dict[str, Any] = Field(
+        default_factory=dict,
+        description="multi-turn tasks: agent workflow overrides (branching, branches, regime, "
+        "grouping, credit, credit_options, attempts, reflect, packing; policylab describe)",
+    )
+    max_tokens: int = Field(
+        0,
+        ge=0,
+        description="end the run once this many tokens were generated (0 = off; the agent "
+        "arenas' equal budget)",
+    )
     max_samples: int = Field(
         0,
         ge=0,

@@ -85,10 +85,10 @@ def test_nan_rewards_are_left_out_and_unscorable_groups_go_first():
     assert run(b, method="dapo").row_keep.tolist() == [T, T, T, F, F, T, T]
 
 
-def test_registered_as_a_collect_time_filter_with_checked_options():
+def test_registered_at_the_advantage_stage_with_checked_options():
     entry = selections.entry("group_filter")
     assert entry.fn is group_filter and entry.config is GroupFilterOptions
-    assert stage_of(group_filter) == "rollouts"
+    assert stage_of(group_filter) == "advantages"  # after regrouping, no refill
     assert GroupFilterOptions() == GroupFilterOptions(method="mean", ratio=0.5)
     with pytest.raises(ValueError, match="method"):
         GroupFilterOptions(method="median")

@@ -11,7 +11,15 @@ import pytest
 import policylab.tasks as tasks
 from policylab.tasks.base import split_of
 
-NAMES = ["arithmetic", "countdown", "plan_path", "sudoku4"]
+NAMES = [
+    "arithmetic",
+    "countdown",
+    "countdown_calc",
+    "plan_path",
+    "plan_path_fog",
+    "plan_path_moves",
+    "sudoku4",
+]
 
 # The first example of each split for the default knobs and seed 0. A change here means the
 # generator changed: every stored dataset and reported score of that task changes with it.
@@ -23,6 +31,12 @@ FIRST_EXAMPLES = {
     ("plan_path", "test"): (".#..#/s...#/g#.##/.#.#./...#.:", "D"),
     ("plan_path", "train"): (".#.../....#/##s../...##/#...g:", "DDRR"),
     ("sudoku4", "test"): ("...2..1...4..3.1:", "1432321421434321"),
+    ("countdown_calc", "test"): ("8 11 16 -> 3:", "8+11-16"),
+    ("countdown_calc", "train"): ("7 17 19 -> 9:", "19-(17-7)"),
+    ("plan_path_fog", "test"): ("...g/#.../#.s./...#:", "RUU"),
+    ("plan_path_fog", "train"): (".s../...g/..#./....:", "RDR"),
+    ("plan_path_moves", "test"): ("##../s.../#.../#..g:", "RDDRR"),
+    ("plan_path_moves", "train"): (".#../..../.###/s..g:", "RRR"),
     ("sudoku4", "train"): ("4.3....2.32.....:", "4231314213242413"),
 }
 

@@ -1,6 +1,8 @@
 """AT-GRPO's group filter (spec papers/seed_agents.md §A1, seed §18): before the update,
-drop whole groups that carry little learning signal. Registered in `selections` as a
-collect-time filter (stage "rollouts", like DAPO's `dynamic_sampling`).
+drop whole groups that carry little learning signal. Registered in `selections` to run at
+the advantage stage: after the trainer has regrouped the step's rows by the run's keys
+(instance, turn, agent), once per step, with no refill (PettingLLMs filters the batch it
+has; a collect-time filter would refill dropped groups with new rounds).
 
 Zhao et al., arXiv:2510.11062; code pettingllms-ai/PettingLLMs
 pettingllms/trainer/multi_agents_ppo_trainer.py:_assign_consistent_uids, which groups rows
@@ -18,7 +20,7 @@ import torch
 
 from policylab.algebra.grouping import group_by
 from policylab.algebra.options import check_choice, check_range, option
-from policylab.algebra.selection import Selection, selections
+from policylab.algebra.selection import Selection, runs_at, selections
 from policylab.rollouts import Rollouts
 
 METHODS = ("dapo", "std", "mean")
@@ -39,6 +41,7 @@ class GroupFilterOptions:
 
 
 @selections.register("group_filter", config=GroupFilterOptions)
+@runs_at("advantages")
 def group_filter(
     rollouts: Rollouts,
     advantages: torch.Tensor | None,

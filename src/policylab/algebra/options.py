@@ -38,7 +38,12 @@ def describe_options(cls: type | None) -> list[tuple[str, Any, str]]:
 
 
 def option(default: Any, help: str) -> Any:
-    """A dataclass field with a one-line description (shown by `policylab describe`)."""
+    """A dataclass field with a one-line description (shown by `policylab describe`); a
+    dict or list default is copied for each instance."""
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(
+            default_factory=lambda: type(default)(default), metadata={"help": help}
+        )
     return dataclasses.field(default=default, metadata={"help": help})
 
 

@@ -1,4 +1,5 @@
-"""Named algorithms (recipes), grouped by family: base.py (the `Recipe` type and the table),
+"""Named algorithms (recipes), grouped by family: agents.py (multi-turn and multi-agent),
+base.py (the `Recipe` type and the table),
 core.py (PPO, GRPO and its direct variants), control.py (FPO, PG-Rainbow), selection.py
 (GRPO with a choice of what to train on), objectives.py (changed surrogates, regularisers
 and advantages). compose.py turns a recipe plus overrides into checked, bound parts.
@@ -7,7 +8,7 @@ and advantages). compose.py turns a recipe plus overrides into checked, bound pa
 components with these defaults.
 """
 
-from policylab.recipes import control, core, objectives, selection  # noqa: F401  (register)
+from policylab.recipes import agents, control, core, objectives, selection  # noqa: F401
 from policylab.recipes.base import Recipe, S, Setting, add, get, names, recipes
 
 __all__ = ["Recipe", "S", "Setting", "add", "get", "names", "recipes"]

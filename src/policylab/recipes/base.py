@@ -51,6 +51,8 @@ class Recipe:
     training: dict[str, Setting] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     policy: str = "mlp"  # control network: mlp, flow (fpo) or pg_rainbow (IQN critic)
+    # agents (workflows/agents.py AgentOptions): branching, credit, grouping, regime, …
+    workflow_options: dict[str, Setting] = field(default_factory=dict)
 
     @property
     def kl(self) -> str:
@@ -95,6 +97,7 @@ class Recipe:
             "value": self.value_options,
             "selection": self.selection_options,
             "sampler": self.sampler_options,
+            "workflow": self.workflow_options,
         }[kind]
         return {k: s.value for k, s in table.items()}
 
@@ -116,6 +119,7 @@ class Recipe:
             (f"value.{self.value_loss}", self.value_options),
             (f"selection.{self.selection}", self.selection_options),
             (f"sampler.{self.sampler}", self.sampler_options),
+            ("agent", self.workflow_options),
             ("training", self.training),
         ):
             out.update({f"{prefix}.{k}": s for k, s in table.items()})

@@ -23,16 +23,26 @@ import torch
 
 from policylab import rewards, tasks
 from policylab.algebra.advantages import Estimate, group_stats
+from policylab.algebra.options import build_options
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
 from policylab.engines import Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
 from policylab.policies.language_model import LanguageModelPolicy
+from policylab.policies.policy_set import PolicySet
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
+from policylab.stages.pipeline import WORKFLOW_COLUMNS
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar
+from policylab.workflows.agents import (
+    AGENT_COLUMNS,
+    AgentOptions,
+    MultiTurn,
+    evaluate_episodes,
+    regroup,
+)
 from policylab.workflows.single_turn import SingleTurn
 
 log = logging.getLogger(__name__)
@@ -66,6 +76,9 @@ class Plan:
     pool: list[dict]
     pipeline: Pipeline
     resolved: dict
+    agent: AgentOptions | None = None  # multi-turn tasks: the agent workflow's options
+    roles: tuple[str, ...] = ("policy",)
+    grouping: str | None = None  # keys that regroup the collected rows (None: as collected)
 
 
 @dataclass
@@ -89,40 +102,19 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     parts, task, pipeline = plan.parts, plan.task, plan.pipeline
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": plan.resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
-    model, tokenizer = load_model(cfg.model)
-    needs_ref = parts.loss.options.needs_reference or parts.advantage.options.kl_coef > 0
-    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
+    policies, reference = learners(cfg, plan)
     generator = torch.Generator().manual_seed(cfg.seed)
-    sampling = Sampling(
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        top_k=cfg.top_k,
-        max_new_tokens=cfg.max_new_tokens,
-        stop_strings=tuple(cfg.stop_strings),
-    )
-    policy = LanguageModelPolicy(model, tokenizer, sampling=sampling)
-    workflow = SingleTurn(
-        policy,
-        task,
-        cfg.samples_per_prompt,
-        plan.reward_fn,
-        generator,
-        mask_truncated=cfg.mask_truncated,
-        annotators=pipeline.annotators,
-    )
-    optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    updates = cfg.steps * cfg.epochs * cfg.minibatches
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, updates))
+    workflow = make_workflow(cfg, plan, policies, generator)
     done = Progress()
     ctx = StageContext(plan.pool, workflow, done.budget, run.dir, cfg.prompts_per_step)
     pipeline.setup(ctx)  # e.g. the offline set, sampled (and charged) or read back
     if resume and (restored := run.load_checkpoint()) is not None:
-        restore(restored, model, optimiser, scheduler, pipeline, generator, done)
+        restore(restored, policies, pipeline, generator, done)
         log.info("resumed %s at step %d", run.dir, done.step)
     source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
 
     if done.step == 0:
-        held_out(model, tokenizer, task, cfg, run, done)
+        held_out(policies, plan, cfg, run, done)
         log.info(
             "with one inner epoch the policy loss is ~0 at every step (ratio 1, centred "
             "advantages) while its gradient is not: watch reward, grad_norm and "
@@ -136,18 +128,19 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             completed=done.step,
             **{"reward": "-", "acc": latest, "tps": "-", "split": "-"},
         )
-        while done.step < cfg.steps and not out_of_samples(cfg, pipeline, done.budget):
+        while done.step < cfg.steps and not out_of_budget(cfg, pipeline, done.budget):
             done.step += 1
-            # 1. rollouts: the stages' preparation, then the kept groups of this step
+            # 1. rollouts: the stages' preparation, then the kept groups of this step,
+            # regrouped by the run's grouping keys (agents: instance, turn, role)
             t0 = time.perf_counter()
             pipeline.prepare(done.step - 1, ctx)
             collected = source.next()
-            batch, info = collected.batch, collected.info
+            batch, info = regroup(collected.batch, plan.grouping), collected.info
             t1 = time.perf_counter()
             batch = shape_rewards(batch, parts.shaping, cfg.max_new_tokens)
             if reference is not None and len(batch) > 0:
                 batch = batch.replace(
-                    ref_logprobs=reference_logprobs(reference, batch, cfg, tokenizer)
+                    ref_logprobs=reference_logprobs(reference, batch, cfg, policies(0).tokenizer)
                 )
             # 2. advantages on the kept groups, then the advantage-time stages; a step that
             # kept no group (on_exhaust=train_partial) makes no update
@@ -160,32 +153,24 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             if kept:
                 batch, advantages = pipeline.select(batch, advantages, done.step - 1, cfg.steps)
             t2 = time.perf_counter()
-            # 3. learn: μ epochs × minibatches of whole groups × micro-batches
+            # 3. learn: each policy on its roles' rows, μ epochs × minibatches × micro-batches
             learn = {}
             if kept:
-                learn = update(
-                    policy,
-                    optimiser,
-                    scheduler,
-                    parts.loss,
-                    batch,
-                    advantages,
-                    cfg,
-                    generator,
-                    token_mask=pipeline.token_mask,
-                )
+                learn = learn_all(policies, parts.loss, batch, advantages, cfg, generator, pipeline)
             t3 = time.perf_counter()
             source.update(collected)
             # 4. metrics, samples, evaluation, checkpoint
-            metrics = _step_metrics(*scored, info, learn, scheduler, t0, t1, t2, t3)
+            lr = policies.members[0].scheduler.get_last_lr()[0]
+            metrics = _step_metrics(*scored, info, learn, lr, t0, t1, t2, t3)
             metrics.update({**estimate.metrics, **pipeline.metrics(), **done.budget.as_metrics()})
             run.log(done.step, metrics)
             run.log_samples(done.step, _samples(info, collected.outcomes, cfg.samples_per_log))
-            last = done.step == cfg.steps or out_of_samples(cfg, pipeline, done.budget)
+            last = done.step == cfg.steps or out_of_budget(cfg, pipeline, done.budget)
             if last or (cfg.eval_every and done.step % cfg.eval_every == 0):
-                held_out(model, tokenizer, task, cfg, run, done)
+                held_out(policies, plan, cfg, run, done)
             if last or (cfg.save_every and done.step % cfg.save_every == 0):
-                state = checkpoint_state(done, optimiser, scheduler, pipeline, generator)
+                state = checkpoint_state(done, policies, pipeline, generator)
+                model, tokenizer = policies(0).model, policies(0).tokenizer
                 run.save_checkpoint(done.step, state, model=model, tokenizer=tokenizer)
             bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
 
@@ -196,6 +181,81 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
     run.write_summary(summary)
     run.close()
     return TrainResult(str(run.dir), before, after, done.step, done.elapsed)
+
+
+def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module | None]:
+    """The policies (one per role under the per_role regime, else one) with their
+    optimisers and lr schedules, and the frozen reference model when a KL needs one."""
+    parts = plan.parts
+    model, tokenizer = load_model(cfg.model)
+    kl_in_reward = getattr(parts.advantage.options, "kl_coef", 0.0) > 0
+    needs_ref = parts.loss.options.needs_reference or kl_in_reward
+    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
+    sampling = Sampling(
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+        max_new_tokens=cfg.max_new_tokens,
+        stop_strings=tuple(cfg.stop_strings),
+    )
+    policy = LanguageModelPolicy(model, tokenizer, sampling=sampling)
+    updates = cfg.steps * cfg.epochs * cfg.minibatches
+
+    def optimiser_of(member: LanguageModelPolicy):
+        opt = torch.optim.AdamW(member.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, updates))
+
+    regime = plan.agent.regime if plan.agent is not None else "shared"
+    return PolicySet.build(policy, len(plan.roles), regime, optimiser_of), reference
+
+
+def make_workflow(cfg: TrainConfig, plan: Plan, policies: PolicySet, generator):
+    """The single-turn workflow, or episodes of an interactive task (`task.env`)."""
+    if plan.agent is not None:
+        return MultiTurn(
+            policies,
+            plan.task,
+            plan.agent,
+            cfg.samples_per_prompt,
+            generator,
+            cfg.temperature,
+            cfg.top_p,
+            annotators=plan.pipeline.annotators,
+        )
+    return SingleTurn(
+        policies(0),
+        plan.task,
+        cfg.samples_per_prompt,
+        plan.reward_fn,
+        generator,
+        mask_truncated=cfg.mask_truncated,
+        annotators=plan.pipeline.annotators,
+    )
+
+
+def learn_all(policies: PolicySet, loss, batch, advantages, cfg, generator, pipeline) -> dict:
+    """`update` of each policy on its roles' rows (every row for a single policy); metrics
+    of policy k prefixed `p<k>/` when there are several."""
+    out: dict[str, float] = {}
+    for k, member in enumerate(policies.members):
+        rows = policies.rows_of(k, batch.agent_ids)
+        part, adv = (batch, advantages) if rows is None else (batch.select(rows), advantages[rows])
+        if len(part) == 0:
+            continue
+        metrics = update(
+            member.policy,
+            member.optimiser,
+            member.scheduler,
+            loss,
+            part,
+            adv,
+            cfg,
+            generator,
+            token_mask=pipeline.token_mask,
+        )
+        prefix = f"p{k}/" if len(policies) > 1 else ""
+        out.update({prefix + name: value for name, value in metrics.items()})
+    return out
 
 
 def compose(cfg: TrainConfig) -> Plan:
@@ -233,7 +293,9 @@ def compose(cfg: TrainConfig) -> Plan:
             f"offline_prompts = {cfg.offline_prompts} exceeds the {len(pool)} training prompts "
             f"of {task.name} (train_pool = {cfg.train_pool})"
         )
-    pipeline = build_pipeline(cfg, parts, len(pool))
+    agent, roles, grouping = agent_plan(cfg, parts, task)
+    provided = WORKFLOW_COLUMNS | (AGENT_COLUMNS if agent is not None else frozenset())
+    pipeline = build_pipeline(cfg, parts, len(pool), provided=provided)
     resolved = {
         "advantage": {"name": parts.advantage.name, **asdict(parts.advantage.options)},
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
@@ -241,19 +303,50 @@ def compose(cfg: TrainConfig) -> Plan:
         "sampler": {"name": pipeline.prompts.name, **asdict(pipeline.prompts.options)},
         "stages": pipeline.describe(),
     }
-    return Plan(parts, task, reward_fn, pool, pipeline, resolved)
+    if agent is not None:
+        resolved["agent"] = asdict(agent)
+    return Plan(parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping)
 
 
-def held_out(model, tokenizer, task, cfg: TrainConfig, run: Run, done: Progress) -> dict:
-    """Held-out scores now, logged at the current step with the budget spent so far."""
-    scores = evaluate(
-        model,
-        tokenizer,
-        task,
-        n=cfg.eval_n,
-        seed=cfg.eval_seed,
-        max_new_tokens=cfg.max_new_tokens,
-    ).as_dict()
+def agent_plan(cfg: TrainConfig, parts: Components, task):
+    """(AgentOptions, role names, grouping keys) of an interactive task (one with
+    `task.env`): the recipe's workflow options updated by the config's `agent` field; for
+    a single-turn task (None, ("policy",), None), and agent options are refused."""
+    if not hasattr(task, "env"):
+        if cfg.agent or parts.recipe.workflow_options:
+            what = f"agent = {cfg.agent}" if cfg.agent else f"{cfg.algo} (an agent recipe)"
+            interactive = [n for n in tasks.names() if hasattr(tasks.task_classes.get(n), "env")]
+            raise ConfigError(
+                f"{what} needs a multi-turn task ({', '.join(interactive)}, or a task with "
+                f"an env method: docs/agents.md); {task.name} is single-turn"
+            )
+        return None, ("policy",), None
+    defaults = parts.recipe.component_defaults("workflow")
+    agent = build_options(AgentOptions, {**defaults, **cfg.agent}, where="agent")
+    roles = tuple(task.env(pool_example(task)).roles)
+    return agent, roles, agent.grouping
+
+
+def pool_example(task) -> dict:
+    return task.examples("train", 1, seed=0)[0]
+
+
+def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: Progress) -> dict:
+    """Held-out scores now, logged at the current step with the budget spent so far:
+    greedy and sampled answers, or episodes of an interactive task."""
+    if plan.agent is not None:
+        scores = evaluate_episodes(
+            policies, plan.task, plan.agent, n=cfg.eval_n, seed=cfg.eval_seed
+        )
+    else:
+        scores = evaluate(
+            policies(0).model,
+            policies(0).tokenizer,
+            plan.task,
+            n=cfg.eval_n,
+            seed=cfg.eval_seed,
+            max_new_tokens=cfg.max_new_tokens,
+        ).as_dict()
     scores.update(done.budget.as_metrics())
     scores["time/elapsed_s"] = done.elapsed
     run.log(done.step, scores, kind="eval")
@@ -261,11 +354,14 @@ def held_out(model, tokenizer, task, cfg: TrainConfig, run: Run, done: Progress)
     return scores
 
 
-def out_of_samples(cfg: TrainConfig, pipeline: Pipeline, budget: Budget) -> bool:
-    """The sample budget is spent (a prompt stage that generates nothing, such as offline
-    data, never runs out)."""
+def out_of_budget(cfg: TrainConfig, pipeline: Pipeline, budget: Budget) -> bool:
+    """The sample or token budget is spent (a prompt stage that generates nothing, such as
+    offline data, never runs out)."""
     spends = bool(pipeline.prompts.spends)
-    return bool(cfg.max_samples) and budget.samples >= cfg.max_samples and spends
+    over = (cfg.max_samples and budget.samples >= cfg.max_samples) or (
+        cfg.max_tokens and budget.tokens >= cfg.max_tokens
+    )
+    return bool(over) and spends
 
 
 def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.Tensor:
@@ -282,11 +378,17 @@ def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.T
     return ref
 
 
-def checkpoint_state(done: Progress, optimiser, scheduler, pipeline, generator) -> dict:
+def checkpoint_state(done: Progress, policies: PolicySet, pipeline, generator) -> dict:
+    first = policies.state_dict()[0]
     return {
         "step": done.step,
-        "optimizer": optimiser.state_dict(),
-        "scheduler": scheduler.state_dict(),
+        "optimizer": first["optimizer"],
+        "scheduler": first["scheduler"],
+        # policies after the first (per_role): weights, optimiser and schedule
+        "others": [
+            {"model": m.policy.model.state_dict(), **s}
+            for m, s in zip(policies.members[1:], policies.state_dict()[1:], strict=True)
+        ],
         "stages": pipeline.state_dict(),
         "generator": generator.get_state(),
         "evals": done.evals,
@@ -295,13 +397,19 @@ def checkpoint_state(done: Progress, optimiser, scheduler, pipeline, generator) 
     }
 
 
-def restore(restored, model, optimiser, scheduler, pipeline, generator, done: Progress) -> None:
-    """The run's state from its newest checkpoint (model, optimiser, scheduler, stages,
-    sampling RNG), and what it had done (into `done`, whose budget the stages share)."""
+def restore(restored, policies: PolicySet, pipeline, generator, done: Progress) -> None:
+    """The run's state from its newest checkpoint (policies, optimisers, schedulers,
+    stages, sampling RNG), and what it had done (into `done`, whose budget the stages
+    share)."""
     path, state = restored
-    model.load_state_dict(load_model(str(path / "model"))[0].state_dict())  # exact fp32
-    optimiser.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
+    first = policies.members[0]
+    first.policy.model.load_state_dict(load_model(str(path / "model"))[0].state_dict())
+    others = state.get("others", [])
+    for member, saved in zip(policies.members[1:], others, strict=True):
+        member.policy.model.load_state_dict(saved["model"])
+    policies.load_state_dict(
+        [{"optimizer": state["optimizer"], "scheduler": state["scheduler"]}, *others]
+    )
     pipeline.load_state_dict(state.get("stages") or pipeline.legacy_state(state))
     generator.set_state(state["generator"])
     done.budget.load_state_dict(state["spent"])
@@ -329,7 +437,7 @@ def _samples(info, outcomes, n: int) -> list[dict]:
     ]
 
 
-def _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3) -> dict[str, float]:
+def _step_metrics(batch, advantages, info, learn, lr, t0, t1, t2, t3) -> dict[str, float]:
     rewards = batch.rewards
     finite = rewards[torch.isfinite(rewards)]
     stats = group_stats(rewards, batch.group_ids)
@@ -345,7 +453,7 @@ def _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3) -> 
         "adv/abs_mean": float(advantages[valid].abs().mean()) if valid.any() else 0.0,
         "response/length": float(batch.response_mask.sum(-1).float().mean()),
         "response/truncated_frac": float(batch.truncated.float().mean()),
-        "lr": scheduler.get_last_lr()[0],
+        "lr": lr,
         "perf/step_s": total,
         "perf/tokens_per_s": info.generated_tokens / max(total, 1e-9),
         "perf/generate_frac": info.generate_s / total,
@@ -353,6 +461,7 @@ def _step_metrics(batch, advantages, info, learn, scheduler, t0, t1, t2, t3) -> 
         "perf/reference_frac": (t2 - t1) / total,
         "perf/learn_frac": (t3 - t2) / total,
         **learn,
+        **info.metrics,
     }
     return metrics
 

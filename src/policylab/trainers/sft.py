@@ -25,7 +25,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from policylab import tasks
 from policylab.config import Schema
 from policylab.evaluate import evaluate
-from policylab.models import TinyConfig, build_model, build_tokenizer
+from policylab.models import TinyConfig, build_model, build_tokenizer, load_model
+from policylab.policies.language_model import LanguageModelPolicy
+from policylab.workflows.agents import AgentOptions, evaluate_episodes
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,11 @@ class SFTConfig(Schema):
     eval_every: int = Field(
         0, ge=0, description="also score the held-out split every N steps (0 = only at the end)"
     )
+    init: str = Field(
+        "",
+        description='start from this model ("tiny", a folder) instead of a fresh one; the '
+        "width and depth fields are then ignored",
+    )
     hidden_size: int = Field(128, ge=8, description="model width")
     num_hidden_layers: int = Field(4, ge=1, description="transformer layers")
 
@@ -58,19 +65,18 @@ def sft(cfg: SFTConfig, *, progress: bool = True) -> dict:
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     task_objs = {name: tasks.get(name, **knobs) for name, knobs in cfg.tasks.items()}
-    pool = [
-        ex
-        for name, task in task_objs.items()
-        for ex in task.examples("train", cfg.pool_size, seed=cfg.seed)
-    ]
+    pool = [ex for task in task_objs.values() for ex in demonstrations(task, cfg)]
 
-    tokenizer = build_tokenizer()
-    arch = TinyConfig(
-        hidden_size=cfg.hidden_size,
-        intermediate_size=3 * cfg.hidden_size,
-        num_hidden_layers=cfg.num_hidden_layers,
-    )
-    model = build_model(tokenizer, arch, seed=cfg.seed)
+    if cfg.init:
+        model, tokenizer = load_model(cfg.init)
+    else:
+        tokenizer = build_tokenizer()
+        arch = TinyConfig(
+            hidden_size=cfg.hidden_size,
+            intermediate_size=3 * cfg.hidden_size,
+            num_hidden_layers=cfg.num_hidden_layers,
+        )
+        model = build_model(tokenizer, arch, seed=cfg.seed)
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, _warmup_cosine(cfg))
 
@@ -111,12 +117,28 @@ def sft(cfg: SFTConfig, *, progress: bool = True) -> dict:
     return meta
 
 
+def demonstrations(task, cfg: SFTConfig) -> list[dict]:
+    """The task's demonstration rows: `completion` after `prompt`, then the end token; a
+    multi-turn task's rows are one turn each (context → segment, no end token: the
+    segment ends at the environment's stop string), from its scripted demonstrator."""
+    if hasattr(task, "demonstrations"):
+        rows = task.demonstrations(cfg.pool_size, seed=cfg.seed)
+        return [{**row, "end": False} for row in rows]
+    return task.examples("train", cfg.pool_size, seed=cfg.seed)
+
+
 def _scores(model, tokenizer, task_objs, cfg: SFTConfig, step: int) -> dict:
-    scores = {
-        name: evaluate(model, tokenizer, task, n=cfg.eval_n, seed=cfg.seed).as_dict()
-        for name, task in task_objs.items()
-    }
+    scores = {name: _score(model, tokenizer, task, cfg) for name, task in task_objs.items()}
     return {"step": step, "scores": scores}
+
+
+def _score(model, tokenizer, task, cfg: SFTConfig) -> dict:
+    if not hasattr(task, "env"):
+        return evaluate(model, tokenizer, task, n=cfg.eval_n, seed=cfg.seed).as_dict()
+    attempts = getattr(task.knobs, "attempts", 1)
+    options = AgentOptions(attempts=attempts, reflect=attempts > 1)
+    policy = LanguageModelPolicy(model, tokenizer)
+    return evaluate_episodes(lambda role: policy, task, options, n=cfg.eval_n, seed=cfg.seed)
 
 
 def save(model, tokenizer, out: Path, meta: dict) -> None:
@@ -143,7 +165,7 @@ def _encode(tokenizer, batch: list[dict]):
     for ex in batch:
         prompt = tokenizer(ex["prompt"], add_special_tokens=False)["input_ids"]
         answer = tokenizer(ex["completion"], add_special_tokens=False)["input_ids"]
-        answer = answer + [tokenizer.eos_token_id]
+        answer = answer + ([tokenizer.eos_token_id] if ex.get("end", True) else [])
         rows.append(prompt + answer)
         targets.append([-100] * len(prompt) + answer)
     width = max(len(r) for r in rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -28,7 +28,8 @@ class RolloutInfo:
     failures: dict[str, int]
     generated_tokens: int
     generate_s: float  # wall time in the engine
-    score_s: float  # wall time in the reward functions
+    score_s: float  # wall time in the reward functions (environment steps for agents)
+    metrics: dict[str, float] = field(default_factory=dict)  # the workflow's own (agent/*)
 
     @classmethod
     def concat(cls, infos: list[RolloutInfo]) -> RolloutInfo:
@@ -43,7 +44,13 @@ class RolloutInfo:
             sum(info.generated_tokens for info in infos),
             sum(info.generate_s for info in infos),
             sum(info.score_s for info in infos),
+            _mean_metrics([info.metrics for info in infos]),
         )
+
+
+def _mean_metrics(rounds: list[dict[str, float]]) -> dict[str, float]:
+    keys = {k for m in rounds for k in m}
+    return {k: sum(m[k] for m in rounds if k in m) / sum(k in m for m in rounds) for k in keys}
 
 
 def newline_ids(tokenizer) -> list[int]:
