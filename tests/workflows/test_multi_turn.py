@@ -171,3 +171,64 @@ def test_same_seed_same_episodes(policy):
     a = play(policy, EpisodeSettings(), seed=3)
     b = play(policy, EpisodeSettings(), seed=3)
     assert [[t.gen_ids for t in x.turns] for x in a] == [[t.gen_ids for t in x.turns] for x in b]
+
+
+class Scripted:
+    """A policy that writes what a scripted `act(role, context)` says, token by token (so
+    the token workflow can be compared with `play_text` on the same decisions)."""
+
+    def __init__(self, tokenizer, act, role, cue):
+        self.tokenizer, self.act, self.role, self.cue = tokenizer, act, role, cue
+
+    def sample(self, contexts, *, generator=None, n=1, sampling=None):
+        from policylab.policies.base import Sample
+
+        texts, rows = [], []
+        for ids in contexts:
+            text = self.tokenizer.decode(ids)
+            role = "reflect" if text.endswith(self.cue) else self.role
+            for _ in range(n):
+                segment = self.act(role, text)
+                texts.append(segment)
+                rows.append(self.tokenizer(segment, add_special_tokens=False)["input_ids"])
+        T = max(len(r) for r in rows)
+        actions = torch.zeros((len(rows), T), dtype=torch.long)
+        mask = torch.zeros((len(rows), T))
+        for i, r in enumerate(rows):
+            actions[i, : len(r)] = torch.tensor(r)
+            mask[i, : len(r)] = 1
+        extras = {"texts": texts, "finish_reason": ["stop"] * len(rows)}
+        return Sample(actions, torch.zeros_like(mask), mask=mask, entropy=None, extras=extras)
+
+
+@pytest.mark.parametrize(
+    ("task_name", "attempts"), [("plan_path_moves", 1), ("countdown_calc", 1), ("plan_path_fog", 3)]
+)
+def test_token_workflow_reproduces_play_text(task_name, attempts):
+    """The token-level loop builds exactly the contexts of envs/text.py's play_text (the
+    reference definition), turn by turn, with the same rewards and outcome."""
+    import random
+
+    from policylab import tasks
+    from policylab.envs.text import play_text
+    from policylab.models import load_model
+
+    task = tasks.get(task_name)
+    tokenizer = load_model("tiny")[1]
+    for example in task.examples("train", 6, seed=1):
+        env = task.env(example)
+        act_a = task.demonstrator(example, 0.5, random.Random(7))
+        reference = play_text(env, example, 0, act_a, attempts=attempts, reflect=attempts > 1)
+        act_b = task.demonstrator(example, 0.5, random.Random(7))
+        policies = [Scripted(tokenizer, act_b, r, env.reflect_cue) for r in env.roles]
+        settings = EpisodeSettings(attempts=attempts, reflect=attempts > 1)
+        (traj,), _ = rollout_episodes(
+            [example], task.env, lambda k: policies[k], tokenizer, settings, seed=0
+        )
+        assert [tokenizer.decode(t.context_ids) for t in traj.turns] == [
+            t.context for t in reference.turns
+        ]
+        assert [t.text for t in traj.turns] == [t.segment for t in reference.turns]
+        assert [t.reward for t in traj.turns] == [t.reward for t in reference.turns]
+        assert traj.success == reference.success
+        assert traj.successes == reference.successes_by_attempt

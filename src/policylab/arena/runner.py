@@ -59,12 +59,12 @@ class ArenaSpec:
     task: str
     algos: list[str]
     seeds: list[int]
-    budget: int  # environment steps (control) or generated samples (language models)
+    budget: int  # env steps (control), generated samples (language models), tokens (agents)
     overrides: dict[str, Any] = field(default_factory=dict)
     baseline: str = ""  # default: the first algorithm
     threshold: float | None = None
     confidence: float = 0.95
-    kind: str = ""  # "control" or "llm", from the task
+    kind: str = ""  # "control", "llm" or "agent" (a multi-turn task), from the task
     budget_unit: str = ""
     # the training field that carries the budget, and its value (steps / total_steps)
     budget_field: str = ""
@@ -104,6 +104,7 @@ def make_spec(
 ) -> ArenaSpec:
     """Check the settings and turn the budget into the trainer's field; errors before any
     work (unknown algorithm, a budget that does not divide into whole steps, ...)."""
+    from policylab import tasks
     from policylab.config import ControlConfig, known_algorithm
     from policylab.routing import run_config
 
@@ -123,7 +124,7 @@ def make_spec(
         raise ValueError(f"baseline {baseline!r} is not among the algorithms {algos}")
     overrides = dict(overrides or {})
     reserved = {"algo", "seed", "run_dir", "task", "progress", "steps", "total_steps"}
-    reserved.add("max_samples")
+    reserved |= {"max_samples", "max_tokens"}
     clash = sorted(reserved & {k for a in algos for k in [*overrides, *parse_entry(a)[1]]})
     if clash:
         raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
@@ -138,6 +139,14 @@ def make_spec(
         spec.kind, spec.budget_unit, spec.budget_field = "control", "env steps", "total_steps"
         spec.budget = budget or cfg.total_steps
         spec.budget_value = spec.budget
+        return spec
+    if hasattr(tasks.get(cfg.task, **cfg.task_knobs), "env"):
+        # agents: equal generated tokens (trees and several roles make "samples"
+        # incomparable, papers/seed_agents.md §A0.3); `steps` only caps the run
+        spec.kind, spec.budget_unit, spec.budget_field = "agent", "generated tokens", "steps"
+        if not budget:
+            raise ValueError("an arena on a multi-turn task needs --budget (generated tokens)")
+        spec.budget, spec.budget_value = budget, cfg.steps
         return spec
     spec.kind, spec.budget_unit, spec.budget_field = "llm", "generated samples", "steps"
     per_step = cfg.prompts_per_step * cfg.samples_per_prompt
@@ -281,6 +290,8 @@ def run_config_of(folder: Path, spec: ArenaSpec, algo: str, seed: int):
     fields = {**spec.overrides, **variant, spec.budget_field: spec.budget_value}
     if spec.kind == "llm":  # a run that redraws groups stops at the same sample budget
         fields["max_samples"] = spec.budget
+    if spec.kind == "agent":  # every agent run stops at the same generated-token budget
+        fields["max_tokens"] = spec.budget
     run_dir = folder / "runs" / spec.run_name(algo, seed)
     fields.update(task=spec.task, algo=name, seed=seed, run_dir=str(run_dir), progress=False)
     return run_config(None, fields)
@@ -387,6 +398,8 @@ def _axes(spec: ArenaSpec) -> tuple[str, str]:
     """(budget key, score key) of a run's evaluation rows."""
     if spec.kind == "control":
         return "env_steps", "eval/return_mean"
+    if spec.kind == "agent":
+        return "budget/tokens", "eval/greedy_accuracy"
     return "budget/samples", "eval/greedy_accuracy"
 
 

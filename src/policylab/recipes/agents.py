@@ -156,7 +156,9 @@ add(
             "gamma": S(0.99, "[code StepTool_ppo.json] γ 0.99"),
         },
         loss_options={
-            "eps_low": S(0.2, "[code StepTool step_ppo.py runs TRL PPOConfig: cliprange default] 0.2"),
+            "eps_low": S(
+                0.2, "[code StepTool step_ppo.py runs TRL PPOConfig: cliprange default] 0.2"
+            ),
             "eps_high": S(0.2, "[code TRL PPOConfig] symmetric"),
             "loss_agg_mode": S("token-mean", "[code TRL PPOTrainer] masked mean over tokens"),
         },
