@@ -223,7 +223,7 @@ def test_token_workflow_reproduces_play_text(task_name, attempts):
         policies = [Scripted(tokenizer, act_b, r, env.reflect_cue) for r in env.roles]
         settings = EpisodeSettings(attempts=attempts, reflect=attempts > 1)
         (traj,), _ = rollout_episodes(
-            [example], task.env, lambda k: policies[k], tokenizer, settings, seed=0
+            [example], task.env, policies.__getitem__, tokenizer, settings, seed=0
         )
         assert [tokenizer.decode(t.context_ids) for t in traj.turns] == [
             t.context for t in reference.turns
