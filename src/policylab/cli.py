@@ -158,7 +158,8 @@ def _sft(console: Console, args: argparse.Namespace) -> int:
     from policylab.trainers.sft import SFTConfig, sft
 
     cfg = load(SFTConfig, args.config, parse_overrides(args.overrides))
-    console.print(f"SFT of a fresh tiny model on {', '.join(cfg.tasks)} → {cfg.out}")
+    start = f"the model {cfg.init}" if cfg.init else "a fresh tiny model"
+    console.print(f"SFT of {start} on {', '.join(cfg.tasks)} → {cfg.out}")
     meta = sft(cfg, progress=True)
     _print_scores(console, meta["heldout"], f"held-out after {cfg.steps} steps")
     console.print(
