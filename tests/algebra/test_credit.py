@@ -150,7 +150,7 @@ def test_errors_name_the_field():
 
 
 def test_registry_names_and_options():
-    assert credits.names() == ["cross_episode", "discounted", "immediate", "outcome"]
+    assert credits.names() == ["cross_episode", "discounted", "final", "immediate", "outcome"]
     assert credits.entry("cross_episode").config is CrossEpisodeOptions
     assert CrossEpisodeOptions() == CrossEpisodeOptions(0.0, 0.95, 0.6, "code")
 
@@ -251,3 +251,22 @@ def test_forms_agree_when_both_gammas_are_one(table):
     paper = assign_credit(turns, "cross_episode", gamma_step=1.0, gamma_traj=1.0, form="paper")
     code = assign_credit(turns, "cross_episode", gamma_step=1.0, gamma_traj=1.0, form="code")
     close(paper, code, atol=1e-12)
+
+
+def test_final_credit_puts_the_outcome_on_the_last_turn_only():
+    from policylab.algebra.credit import Turns, assign_credit
+
+    turns = Turns(
+        reward=torch.tensor([0.5, 1.0, 0.0, 0.2, 0.3]),
+        traj=torch.tensor([0, 0, 0, 1, 1]),
+        turn=torch.tensor([0, 1, 2, 0, 1]),
+        outcome=torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0]),
+    )
+    assert assign_credit(turns, "final").tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+    shuffled = Turns(
+        reward=turns.reward[[2, 0, 4, 1, 3]],
+        traj=turns.traj[[2, 0, 4, 1, 3]],
+        turn=turns.turn[[2, 0, 4, 1, 3]],
+        outcome=turns.outcome[[2, 0, 4, 1, 3]],
+    )
+    assert assign_credit(shuffled, "final").tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]

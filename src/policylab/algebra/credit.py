@@ -174,6 +174,26 @@ def outcome_credit(turns: Turns, cfg: OutcomeOptions) -> torch.Tensor:
     return _finish(turns, credit, cfg, "outcome")
 
 
+@dataclass(frozen=True)
+class FinalOptions(CreditOptions):
+    pass
+
+
+@credits.register("final", config=FinalOptions)
+def final_credit(turns: Turns, cfg: FinalOptions) -> torch.Tensor:
+    """The trajectory's outcome on its last turn only, 0 on the others (StepTool's
+    ablation, "PPO on the final reward", spec §A2): c_t = R(τ)·[t = last(τ)], last in
+    `turns.order()`. R(τ) as in `outcome`. Shapes: [R] → [R]."""
+    total = outcome_credit(turns, OutcomeOptions())
+    last: dict[int, int] = {}
+    for i in turns.order():
+        last[int(turns.traj[i])] = i
+    keep = torch.zeros(len(turns), dtype=torch.bool)
+    keep[list(last.values())] = True
+    credit = torch.where(keep, total, torch.zeros_like(total))
+    return _finish(turns, credit, cfg, "final")
+
+
 @credits.register("immediate", config=ImmediateOptions)
 def immediate_credit(turns: Turns, cfg: ImmediateOptions) -> torch.Tensor:
     """The turn's own reward: c_t = r_t (AT-GRPO: the acting agent's reward for its action,
