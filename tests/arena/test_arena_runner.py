@@ -155,3 +155,20 @@ def test_variants_of_one_algorithm_compete_under_their_labels(tmp_path):
         make_spec("CartPole-v1", "ppo@linear")
     with pytest.raises(ValueError, match="--budget"):
         make_spec("CartPole-v1", "ppo@total_steps=5")
+
+
+def test_agent_arenas_compare_at_equal_generated_tokens(tmp_path):
+    from policylab.arena.runner import AGENT_STEP_CAP, make_spec, run_config_of
+
+    spec = make_spec("plan_path_moves", ["mt_grpo", "at_grpo"], 2, budget=5000)
+    assert (spec.kind, spec.budget_unit, spec.budget_value) == (
+        "agent",
+        "generated tokens",
+        AGENT_STEP_CAP,
+    )
+    cfg = run_config_of(tmp_path, spec, "at_grpo", 1)
+    assert (cfg.max_tokens, cfg.max_samples, cfg.steps) == (5000, 0, AGENT_STEP_CAP)
+    with pytest.raises(ValueError, match="needs --budget"):
+        make_spec("plan_path_moves", ["at_grpo"], 2)
+    with pytest.raises(ValueError, match="constant schedule"):
+        make_spec("plan_path_moves", ["at_grpo"], 2, budget=10, overrides={"schedule": "cosine"})

@@ -52,6 +52,9 @@ SETTINGS = "arena.json"
 DONE = "arena_done.json"
 
 
+AGENT_STEP_CAP = 1_000_000  # agent runs end at their token budget, long before this
+
+
 @dataclass
 class ArenaSpec:
     """What an arena runs; saved as arena.json so `policylab report` and a re-run read it."""
@@ -146,7 +149,13 @@ def make_spec(
         spec.kind, spec.budget_unit, spec.budget_field = "agent", "generated tokens", "steps"
         if not budget:
             raise ValueError("an arena on a multi-turn task needs --budget (generated tokens)")
-        spec.budget, spec.budget_value = budget, cfg.steps
+        if cfg.schedule != "constant":
+            raise ValueError(
+                f"schedule={cfg.schedule}: an agent arena ends each run at its token budget, "
+                "so the number of steps (the schedule's length) differs between methods; use "
+                "the constant schedule"
+            )
+        spec.budget, spec.budget_value = budget, AGENT_STEP_CAP
         return spec
     spec.kind, spec.budget_unit, spec.budget_field = "llm", "generated samples", "steps"
     per_step = cfg.prompts_per_step * cfg.samples_per_prompt
