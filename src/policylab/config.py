@@ -154,6 +154,11 @@ class TrainConfig(RunSchema):
     schedule: str = Field("constant", description="after warm-up: constant, linear or cosine")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, ge=0, description="max global grad norm (0 = off)")
+    vf_coef: float = Field(
+        0.1,
+        ge=0,
+        description="recipes with a critic: weight of the value loss (TRL PPOConfig vf_coef)",
+    )
     temperature: float = Field(1.0, gt=0, description="sampling temperature (> 0 to train)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
     top_k: int = Field(0, ge=0, description="top-k sampling (0 = off)")

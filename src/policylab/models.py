@@ -152,6 +152,7 @@ class ResponseForward:
     entropy: torch.Tensor | None = None  # [B, T], no gradient
     head_input: torch.Tensor | None = None  # [B, T, d] final hidden state / temperature
     logits: torch.Tensor | None = None  # [B, T, V] tempered logits, no gradient
+    hidden: torch.Tensor | None = None  # [B, T, d] final hidden state, with gradient
 
 
 def response_forward(
@@ -165,6 +166,7 @@ def response_forward(
     with_entropy: bool = False,
     with_head: bool = False,
     observation_mask: torch.Tensor | None = None,
+    with_hidden: bool = False,
 ) -> ResponseForward:
     """`sequence_logprobs`, plus with `with_head` the LM head's input and output at each
     response position (detached; what CAPO's last-layer curvature model needs). The head
@@ -174,7 +176,10 @@ def response_forward(
     `observation_mask` [B, T]: response positions the model attends to without being
     scored (an environment's text inside a multi-turn row, papers/seed_agents.md §A0.3):
     the attention over the response region is response_mask ∨ observation_mask, and
-    log-probs and entropy stay 0 wherever response_mask is 0."""
+    log-probs and entropy stay 0 wherever response_mask is 0.
+
+    `with_hidden`: the final hidden state before each response token, with gradient (what
+    a value head reads: V(s_t) of the context that token t is sampled from)."""
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)
@@ -194,7 +199,7 @@ def response_forward(
         input_ids=ids,
         attention_mask=attention,
         position_ids=positions,
-        output_hidden_states=with_head,
+        output_hidden_states=with_head or with_hidden,
     )
     logits = output.logits[:, P - 1 : P + T - 1].float() / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
@@ -205,6 +210,8 @@ def response_forward(
         with torch.no_grad():
             entropy = -(logp_all.exp() * logp_all).sum(-1)
             out.entropy = torch.where(valid, entropy, torch.zeros_like(entropy))
+    if with_hidden:
+        out.hidden = output.hidden_states[-1][:, P - 1 : P + T - 1]
     if with_head:
         hidden = output.hidden_states[-1][:, P - 1 : P + T - 1]
         out.head_input = hidden.detach().float() / temperature

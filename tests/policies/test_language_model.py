@@ -64,3 +64,24 @@ def test_one_prompt_per_row_is_required(policy):
     drawn = policy.sample(prompts(policy, "1+1="), generator=torch.Generator().manual_seed(2), n=2)
     with pytest.raises(ValueError, match="one prompt per row"):
         policy.evaluate(prompts(policy, "1+1="), drawn.actions, mask=drawn.mask)
+
+
+def test_value_head_reads_the_hidden_state_before_each_token():
+    """V [B, T] from a zero-initialised linear head on the final hidden state: 0 at first,
+    0 where the mask is 0, with a gradient into the head and the trunk."""
+    from policylab.models import build_model, build_tokenizer
+    from policylab.policies.language_model import LanguageModelPolicy
+
+    tokenizer = build_tokenizer()
+    policy = LanguageModelPolicy(build_model(tokenizer, seed=0), tokenizer, value_head=True)
+    prompts = [[5, 6, 7], [8, 9]]
+    actions = torch.tensor([[10, 11, 12], [13, 14, 0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    out = policy.evaluate(prompts, actions, mask=mask)
+    assert out.values.shape == (2, 3) and torch.equal(out.values, torch.zeros(2, 3))
+    torch.nn.init.normal_(policy.value_head.weight)
+    out = policy.evaluate(prompts, actions, mask=mask)
+    assert out.values[1, 2] == 0 and (out.values[mask > 0] != 0).all()
+    out.values.sum().backward()
+    assert policy.value_head.weight.grad.abs().sum() > 0
+    assert policy.model.model.layers[0].mlp.up_proj.weight.grad.abs().sum() > 0

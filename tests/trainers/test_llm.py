@@ -11,6 +11,7 @@ import policylab
 from policylab import recipes
 from policylab.config import ConfigError, TrainConfig, load
 from policylab.models import load_model
+from policylab.recipes.base import GENERIC_POLICY
 from policylab.trainers import run as run_module
 from policylab.trainers.llm import train
 from policylab.trainers.run import read_metrics
@@ -27,12 +28,13 @@ def config(small_model_dir, tmp_path, **fields):
     )
 
 
-# algorithms with a critic (ppo, fpo) are control-only for now; agent recipes need a
-# multi-turn task (tests/trainers/test_llm_agents.py)
+# recipes of a control network (fpo's flow, pg_rainbow's quantile critic) are control-only;
+# agent recipes need a multi-turn task (tests/trainers/test_llm_agents.py); ppo trains the
+# language model's value head
 ALGOS = [
     a
     for a in policylab.list_algorithms()
-    if recipes.get(a).value_loss is None and not recipes.get(a).workflow_options
+    if recipes.get(a).policy == GENERIC_POLICY and not recipes.get(a).workflow_options
 ]
 
 

@@ -60,11 +60,25 @@ def test_lamer_plays_attempts_with_reflections(tmp_path):
     assert "agent/pass@3" in row or row["agent/success"] == 1.0
 
 
-def test_steptool_packs_one_row_per_episode(tmp_path):
+def test_steptool_trains_a_value_head_and_resumes_exactly(tmp_path):
+    """One row per episode (tool text as observation tokens), GAE on the value head's
+    values with a KL to the reference in the reward; 1 + 1 steps resumed equal 2."""
     torch.set_num_threads(1)
-    result, _ = run(tmp_path, "st", algo="steptool", task="countdown_calc", steps=1)
-    row = [r for r in read_metrics(result.run_dir) if r.get("kind") != "eval"][-1]
+    fields = dict(algo="steptool", task="countdown_calc", eval_every=1)
+    whole, _ = run(tmp_path, "whole", steps=2, **fields)
+    row = [r for r in read_metrics(whole.run_dir) if r.get("kind") != "eval"][-1]
     assert row["agent/obs_token_frac"] > 0
+    assert {"vf/loss", "vf/explained_var", "vf/value_mean"} <= set(row)
+    _, first = run(tmp_path, "cut", steps=1, **fields)
+    train(first.model_copy(update={"steps": 2}), resume=True)
+    assert_same_metrics(whole.run_dir, first.run_dir)
+
+
+def test_steptool_without_a_critic(tmp_path):
+    torch.set_num_threads(1)
+    result, _ = run(tmp_path, "rpp", algo="steptool_rpp", task="countdown_calc", steps=1)
+    row = [r for r in read_metrics(result.run_dir) if r.get("kind") != "eval"][-1]
+    assert "vf/loss" not in row and row["agent/obs_token_frac"] > 0
 
 
 def test_agent_options_are_checked_before_any_model_loads():

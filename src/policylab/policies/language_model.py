@@ -32,6 +32,7 @@ class LanguageModelPolicy(nn.Module):
         *,
         sampling: Sampling | None = None,
         engine: Engine | None = None,
+        value_head: bool = False,
     ) -> None:
         super().__init__()
         if tokenizer.pad_token_id is None:
@@ -39,6 +40,14 @@ class LanguageModelPolicy(nn.Module):
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or Sampling()
         self.engine = engine if engine is not None else HFEngine(model, tokenizer)
+        # the critic of PPO-style recipes (papers/seed_agents.md §A0.7): V = w·h + b on the
+        # shared trunk's final hidden state (TRL's AutoModelForCausalLMWithValueHead
+        # layout); zero-initialised, so V starts at 0 [ours]
+        self.value_head = None
+        if value_head:
+            self.value_head = nn.Linear(model.config.hidden_size, 1)
+            nn.init.zeros_(self.value_head.weight)
+            nn.init.zeros_(self.value_head.bias)
 
     @property
     def temperature(self) -> float:
@@ -89,9 +98,10 @@ class LanguageModelPolicy(nn.Module):
         """Per-token log π_θ [B, T] (with grad) of responses `actions` [B, T] after one
         prompt per row (`Sample.extras["prompt_ids"]`), 0 where mask [B, T] is 0 (default:
         every position real); entropy [B, T] detached (None without `with_entropy`);
-        values None; with `with_head`, the head's input and logits (CAPO's stage reads
-        them). `observation_mask` [B, T]: tokens inside the response that are attended to
-        but not scored (multi-turn rows: the environment's text)."""
+        values [B, T] from the value head (None without one; 0 where mask is 0); with
+        `with_head`, the head's input and logits (CAPO's stage reads them).
+        `observation_mask` [B, T]: tokens inside the response that are attended to but not
+        scored (multi-turn rows: the environment's text)."""
         if mask is None:
             mask = torch.ones(actions.shape)
         if len(prompt_ids) != actions.shape[0]:
@@ -109,6 +119,11 @@ class LanguageModelPolicy(nn.Module):
             with_entropy=with_entropy,
             with_head=with_head,
             observation_mask=observation_mask,
+            with_hidden=self.value_head is not None,
         )
         head = {"head_input": out.head_input, "logits": out.logits} if with_head else {}
-        return Evaluation(out.logprobs, out.entropy, None, head)
+        values = None
+        if self.value_head is not None:
+            values = self.value_head(out.hidden.float()).squeeze(-1)
+            values = values * (mask > 0).to(values.device)
+        return Evaluation(out.logprobs, out.entropy, values, head)

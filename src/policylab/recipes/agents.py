@@ -139,48 +139,81 @@ add(
     )
 )
 
+_STEPTOOL_CLIP = {
+    "eps_low": S(0.2, "[code StepTool step_ppo.py runs TRL PPOConfig: cliprange default] 0.2"),
+    "eps_high": S(0.2, "[code TRL PPOConfig] symmetric"),
+    "loss_agg_mode": S("token-mean", "[code TRL PPOTrainer] masked mean over tokens"),
+}
+_STEPTOOL_WORKFLOW = {
+    "branching": S("independent", "[paper §3] one trajectory per query"),
+    "credit": S("immediate", "[paper §3.1] each call's step reward at its last token"),
+    "packing": S("trajectories", "[code step_ppo.py] one row per episode, tool text masked"),
+    "grouping": S("instance", "[ours] (the advantages are whitened over the batch)"),
+}
+_STEPTOOL_TRAINING = {
+    "lr": S(1e-5, "[code StepTool_ppo.json] lr 1e-5"),
+    "batch": S(8, "[code StepTool_ppo.json] batch 8, mini-batch 2, grad accumulation 4"),
+    "ppo_epochs": S(4, "[code TRL PPOConfig default] 4 PPO epochs"),
+}
+_STEPTOOL_FORMULA = (
+    "r_s = (α·SuccCalling(a_s) + Contribution(a_s)) / (α + 1) at the end of call s, "
+    "r_T = IsSolved (paper placement)\n"
+)
+
 add(
     Recipe(
         name="steptool",
-        title="StepTool: step-grained rewards for tool use (critic-free variant)",
+        title="StepTool: step-grained rewards and step-grained PPO for tool use",
         paper="Yu et al. 2024, arXiv:2410.07745 (code yuyq18/StepTool)",
         formula=(
-            "r_s = (α·SuccCalling(a_s) + Contribution(a_s)) / (α + 1) at the end of call s, "
-            "r_T = IsSolved\nG[t] = Σ_{s≥t} γ^{s−t} m[s]·r[s] over generated tokens (tool "
-            "text neither discounts nor is credited);  A = whiten(G)\n"
-            f"{PPO_CLIP_FORMULA}"
+            _STEPTOOL_FORMULA + "ρ_t = r_t − β·k1_t;  δ_t = ρ_t + γ·V_{t+1} − V_t over generated "
+            "tokens (tool text neither discounts nor is credited);  A = whiten(GAE(δ))\n"
+            f"{PPO_CLIP_FORMULA}\n"
+            "+ vf_coef · ½·max((V − ret)², (clip(V, V_old ± ε_v) − ret)²), V = value head"
         ),
-        advantage="reinforce_pp",
+        advantage="gae",
         loss="ppo_clip",
         advantage_options={
             "gamma": S(0.99, "[code StepTool_ppo.json] γ 0.99"),
-        },
-        loss_options={
-            "eps_low": S(
-                0.2, "[code StepTool step_ppo.py runs TRL PPOConfig: cliprange default] 0.2"
+            "lam": S(0.95, "[code TRL PPOConfig default] λ 0.95"),
+            "whiten": S(True, "[code TRL PPOTrainer whiten advantages]"),
+            "kl_coef": S(
+                0.3,
+                "[code step_ppotrainer compute_rewards, TRL init_kl_coef] β₀ 0.3, k1 per token",
             ),
-            "eps_high": S(0.2, "[code TRL PPOConfig] symmetric"),
-            "loss_agg_mode": S("token-mean", "[code TRL PPOTrainer] masked mean over tokens"),
+            "kl_estimator": S("k1", "[code TRL kl_penalty='kl'] log π − log π_ref"),
         },
-        workflow_options={
-            "branching": S("independent", "[paper §3] one trajectory per query"),
-            "credit": S("immediate", "[paper §3.1] each call's step reward at its last token"),
-            "packing": S(
-                "trajectories", "[code step_ppo.py] one row per episode, tool text masked"
-            ),
-            "grouping": S("instance", "[ours] (reinforce_pp whitens over the batch)"),
-        },
-        training={
-            "lr": S(1e-5, "[code StepTool_ppo.json] lr 1e-5"),
-            "batch": S(8, "[code StepTool_ppo.json] batch 8, mini-batch 2"),
-        },
+        loss_options=_STEPTOOL_CLIP,
+        value_loss="value_clip",
+        value_options={"clip": S(0.2, "[code TRL PPOConfig cliprange_value] 0.2")},
+        workflow_options=_STEPTOOL_WORKFLOW,
+        training=_STEPTOOL_TRAINING,
         notes=(
-            "The paper's optimiser is PPO with a value head and GAE (λ 0.95) and an adaptive "
-            "KL in the reward; this is the spec's CPU-first variant without a critic "
-            "(seed_agents.md §A2). The final-reward ablation: agent={credit: final}.",
-            "placement: the paper's (step s's score at the end of segment s); the code's "
-            "multiplier is algebra/steptool.py place_step_scores(placement='code').",
+            "β is fixed at 0.3: TRL's adaptive controller (target 6, horizon 10,000; "
+            "algebra/steptool.py AdaptiveKL) moves β by at most 0.2·n/10,000 per update, "
+            "under 2 % over runs of our length, so it is not wired in [ours].",
+            "vf_coef (config, default 0.1) is TRL's PPOConfig default.",
+            "The final-reward ablation is agent={credit: final}; the critic-free variant "
+            "steptool_rpp.",
         ),
+    )
+)
+
+add(
+    Recipe(
+        name="steptool_rpp",
+        title="StepTool's step-grained rewards without a critic (REINFORCE++ returns)",
+        paper="Yu et al. 2024, arXiv:2410.07745; seed_agents.md §A2's CPU-first variant",
+        formula=(
+            _STEPTOOL_FORMULA + "G[t] = Σ_{s≥t} γ^{s−t} m[s]·r[s] over generated tokens;  "
+            f"A = whiten(G)\n{PPO_CLIP_FORMULA}"
+        ),
+        advantage="reinforce_pp",
+        loss="ppo_clip",
+        advantage_options={"gamma": S(0.99, "[code StepTool_ppo.json] γ 0.99")},
+        loss_options=_STEPTOOL_CLIP,
+        workflow_options=_STEPTOOL_WORKFLOW,
+        training=_STEPTOOL_TRAINING,
     )
 )
 

@@ -18,6 +18,9 @@ from typing import Any
 
 from policylab.registry import Registry
 
+# a recipe that names no special network: any policy kind (a language model, an MLP)
+GENERIC_POLICY = "mlp"
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -50,7 +53,7 @@ class Recipe:
     value_options: dict[str, Setting] = field(default_factory=dict)
     training: dict[str, Setting] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    policy: str = "mlp"  # control network: mlp, flow (fpo) or pg_rainbow (IQN critic)
+    policy: str = "mlp"  # control network: mlp (GENERIC_POLICY), flow (fpo), pg_rainbow
     # agents (workflows/agents.py AgentOptions): branching, credit, grouping, regime, …
     workflow_options: dict[str, Setting] = field(default_factory=dict)
 

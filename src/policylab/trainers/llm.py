@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from policylab import rewards, tasks
-from policylab.algebra.advantages import Estimate, group_stats
+from policylab.algebra.advantages import Estimate, group_stats, value_targets
 from policylab.algebra.options import build_options
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
@@ -31,6 +31,7 @@ from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
+from policylab.recipes.base import GENERIC_POLICY
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
@@ -138,10 +139,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             batch, info = regroup(collected.batch, plan.grouping), collected.info
             t1 = time.perf_counter()
             batch = shape_rewards(batch, parts.shaping, cfg.max_new_tokens)
-            if reference is not None and len(batch) > 0:
-                batch = batch.replace(
-                    ref_logprobs=reference_logprobs(reference, batch, cfg, policies(0).tokenizer)
-                )
+            batch = score_old(batch, reference, policies, cfg)  # reference, critic
             # 2. advantages on the kept groups, then the advantage-time stages; a step that
             # kept no group (on_exhaust=train_partial) makes no update
             kept = len(batch) > 0
@@ -156,7 +154,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             # 3. learn: each policy on its roles' rows, μ epochs × minibatches × micro-batches
             learn = {}
             if kept:
-                learn = learn_all(policies, parts.loss, batch, advantages, cfg, generator, pipeline)
+                learn = learn_all(policies, parts, batch, advantages, cfg, generator, pipeline)
             t3 = time.perf_counter()
             source.update(collected)
             # 4. metrics, samples, evaluation, checkpoint
@@ -198,7 +196,9 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
         max_new_tokens=cfg.max_new_tokens,
         stop_strings=tuple(cfg.stop_strings),
     )
-    policy = LanguageModelPolicy(model, tokenizer, sampling=sampling)
+    policy = LanguageModelPolicy(
+        model, tokenizer, sampling=sampling, value_head=parts.value is not None
+    )
     updates = cfg.steps * cfg.epochs * cfg.minibatches
 
     def optimiser_of(member: LanguageModelPolicy):
@@ -233,9 +233,12 @@ def make_workflow(cfg: TrainConfig, plan: Plan, policies: PolicySet, generator):
     )
 
 
-def learn_all(policies: PolicySet, loss, batch, advantages, cfg, generator, pipeline) -> dict:
+def learn_all(policies: PolicySet, parts, batch, advantages, cfg, generator, pipeline) -> dict:
     """`update` of each policy on its roles' rows (every row for a single policy); metrics
-    of policy k prefixed `p<k>/` when there are several."""
+    of policy k prefixed `p<k>/` when there are several. With a critic, its targets (GAE's
+    Â + V, never whitened) ride along as `extras["returns"]`."""
+    if parts.value is not None:
+        batch = batch.with_extras({"returns": value_targets(batch, parts.advantage.options)})
     out: dict[str, float] = {}
     for k, member in enumerate(policies.members):
         rows = policies.rows_of(k, batch.agent_ids)
@@ -246,12 +249,13 @@ def learn_all(policies: PolicySet, loss, batch, advantages, cfg, generator, pipe
             member.policy,
             member.optimiser,
             member.scheduler,
-            loss,
+            parts.loss,
             part,
             adv,
             cfg,
             generator,
             token_mask=pipeline.token_mask,
+            value_loss=parts.value,
         )
         prefix = f"p{k}/" if len(policies) > 1 else ""
         out.update({prefix + name: value for name, value in metrics.items()})
@@ -270,10 +274,15 @@ def compose(cfg: TrainConfig) -> Plan:
         selection_overrides=cfg.selection_options,
         shaping_overrides=cfg.reward_shaping,
     )
-    if parts.value is not None:
+    if parts.recipe.policy != GENERIC_POLICY:
         raise ConfigError(
-            f"{cfg.algo!r} needs a critic; language-model critics are not "
-            "supported yet (use it on control tasks)"
+            f"{cfg.algo!r} trains a {parts.recipe.policy} network, a control policy: use it "
+            "on a gymnasium task"
+        )
+    if parts.value is not None and not hasattr(parts.advantage.options, "lam"):
+        raise ConfigError(
+            f"{cfg.algo!r}: a critic learns the targets of GAE; its advantage estimator "
+            f"{parts.advantage.name!r} has none (use advantage gae)"
         )
     task = tasks.get(cfg.task, **cfg.task_knobs)
     # the task's own verifier, built with this run's knobs, answers to the task's name
@@ -364,6 +373,33 @@ def out_of_budget(cfg: TrainConfig, pipeline: Pipeline, budget: Budget) -> bool:
     return bool(over) and spends
 
 
+def score_old(batch, reference, policies: PolicySet, cfg: TrainConfig):
+    """The batch with the reference's log-probs (when a KL needs them) and the critic's
+    values V(s_t) [B, T] at rollout time (recipes with a value head; each policy scores
+    its roles' rows)."""
+    if len(batch) == 0:
+        return batch
+    if reference is not None:
+        tokenizer = policies(0).tokenizer
+        batch = batch.replace(ref_logprobs=reference_logprobs(reference, batch, cfg, tokenizer))
+    if policies(0).value_head is None:
+        return batch
+    values = torch.zeros_like(batch.response_mask, dtype=torch.float32)
+    with torch.no_grad():
+        for k, member in enumerate(policies.members):
+            rows = policies.rows_of(k, batch.agent_ids)
+            part = batch if rows is None else batch.select(rows)
+            out = member.policy.evaluate(
+                part.extras["prompt_ids"],
+                part.response_ids,
+                mask=part.response_mask,
+                observation_mask=part.observation_mask,
+                with_entropy=False,
+            )
+            values[slice(None) if rows is None else rows] = out.values.float()
+    return batch.replace(values=values)
+
+
 def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.Tensor:
     with torch.no_grad():
         ref, _ = sequence_logprobs(
@@ -389,6 +425,11 @@ def checkpoint_state(done: Progress, policies: PolicySet, pipeline, generator) -
             {"model": m.policy.model.state_dict(), **s}
             for m, s in zip(policies.members[1:], policies.state_dict()[1:], strict=True)
         ],
+        "value_heads": [
+            m.policy.value_head.state_dict()
+            for m in policies.members
+            if m.policy.value_head is not None
+        ],
         "stages": pipeline.state_dict(),
         "generator": generator.get_state(),
         "evals": done.evals,
@@ -407,6 +448,9 @@ def restore(restored, policies: PolicySet, pipeline, generator, done: Progress) 
     others = state.get("others", [])
     for member, saved in zip(policies.members[1:], others, strict=True):
         member.policy.model.load_state_dict(saved["model"])
+    heads = [m.policy.value_head for m in policies.members if m.policy.value_head is not None]
+    for head, saved in zip(heads, state.get("value_heads", []), strict=True):
+        head.load_state_dict(saved)
     policies.load_state_dict(
         [{"optimizer": state["optimizer"], "scheduler": state["scheduler"]}, *others]
     )

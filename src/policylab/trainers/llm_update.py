@@ -25,6 +25,7 @@ def update(
     cfg: TrainConfig,
     generator: torch.Generator,
     token_mask=None,
+    value_loss=None,
 ) -> dict[str, float]:
     """μ epochs; each splits the batch into `minibatches` of whole groups (one optimiser
     step each) and accumulates micro-batches with the minibatch's global normaliser.
@@ -33,7 +34,11 @@ def update(
     micro-batch with its forward pass (head input and logits) and the current lr; masked
     tokens leave the loss. The normaliser still counts them (it is fixed per minibatch before any
     forward, so that micro-batching stays exact) [ours]; under seq-mean-token-mean each
-    row averages over its kept tokens, as CAPO's code does."""
+    row averages over its kept tokens, as CAPO's code does.
+
+    `value_loss` (recipes with a critic, e.g. PPO with GAE): the policy's value head is fit
+    to `batch.extras["returns"]` [B, T] against the rollout-time `batch.values`, added as
+    `cfg.vf_coef` · L_v (the loss's own aggregation over the minibatch)."""
     options = loss_fn.options
     groups = torch.unique(batch.group_ids)
     history: list[dict[str, float]] = []
@@ -46,6 +51,10 @@ def update(
             normaliser = global_normaliser(
                 minibatch.response_mask, options.loss_agg_mode, L_max=options.L_max
             )
+            if value_loss is not None:
+                v_norm = global_normaliser(
+                    minibatch.response_mask, value_loss.options.loss_agg_mode
+                )
             optimiser.zero_grad(set_to_none=True)
             metrics: list[tuple[int, dict[str, float]]] = []
             for micro in micro_batches(minibatch.group_ids, cfg.micro_batch_rows):
@@ -74,6 +83,16 @@ def update(
                     normaliser=normaliser,
                 )
                 m.update(masked)
+                if value_loss is not None:
+                    v_loss, vf = value_loss(
+                        forward.values,
+                        part.values,
+                        part.extras["returns"],
+                        part.response_mask,
+                        normaliser=v_norm,
+                    )
+                    loss = loss + cfg.vf_coef * v_loss
+                    m.update(vf)
                 loss.backward()
                 tokens = int(part.response_mask.sum())
                 valid = part.response_mask > 0
