@@ -63,6 +63,9 @@ class AgentOptions:
     )
     attempts: int = option(1, "attempts per trial (LaMer: 3)")
     reflect: bool = option(False, "a reflection turn before each new attempt (LaMer)")
+    eval_attempts: int = option(
+        0, "attempts of a held-out episode, with reflections when > 1 (0 = attempts)"
+    )
     packing: str = option("turns", "turns: a row per turn; trajectories: a row per episode")
     step_timeout_s: float = option(10.0, "an environment step slower than this ends the episode")
 
@@ -74,6 +77,7 @@ class AgentOptions:
         check_choice("agent", "packing", self.packing, PACKINGS)
         check_range("agent", "branches", self.branches, low=0)
         check_range("agent", "attempts", self.attempts, low=1)
+        check_range("agent", "eval_attempts", self.eval_attempts, low=0)
         if self.packing == "trajectories" and (self.attempts > 1 or self.branching == "tree"):
             raise ValueError(
                 "agent.packing = trajectories needs one attempt and independent branching "
@@ -192,14 +196,19 @@ class MultiTurn:
 
 def evaluate_episodes(policies, task, options: AgentOptions, *, n: int, seed: int) -> dict:
     """Held-out scores of an agent task: `n` test instances played greedily (one episode
-    each, the options' attempts and reflection) and once at temperature 1.
+    each; `eval_attempts` attempts with reflections, or the options' own) and once at
+    temperature 1.
     eval/greedy_accuracy = greedy success; eval/greedy_reward = the greedy episodes' mean
     summed reward; eval/sampled_reward = success at T = 1; eval/pass@k with attempts."""
     examples = task.examples("test", n, seed=seed)
     generator = torch.Generator().manual_seed(seed)
+    attempts = options.eval_attempts or options.attempts
+    played = replace(
+        options, branching="independent", attempts=attempts, reflect=attempts > 1, packing="turns"
+    )
     out: dict[str, float] = {}
     for mode, temperature in (("greedy", 0.0), ("sampled", 1.0)):
-        settings = replace(options, branching="independent").settings(1, temperature, 1.0, 10**9)
+        settings = played.settings(1, temperature, 1.0, 10**9)
         workflow = MultiTurn(policies, task, options, 1, generator, temperature)
         settings.max_positions = workflow.positions
         trajs, _ = rollout_episodes(
@@ -218,7 +227,7 @@ def evaluate_episodes(policies, task, options: AgentOptions, *, n: int, seed: in
                 trajs
             )
             out["eval/turns_mean"] = sum(len(t.played) for t in trajs) / len(trajs)
-            for k in range(1, options.attempts + 1) if options.attempts > 1 else ():
+            for k in range(1, attempts + 1) if attempts > 1 else ():
                 out[f"eval/pass@{k}"] = sum(any(t.successes[:k]) for t in trajs) / len(trajs)
         else:
             out["eval/sampled_reward"] = success
