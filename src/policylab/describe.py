@@ -120,6 +120,15 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
             table.add_row(f"{shaper}.{option}", repr(setting.value), escape(setting.source))
     for option, setting in recipe.sampler_options.items():
         table.add_row(f"{recipe.sampler}.{option}", repr(setting.value), escape(setting.source))
+    if recipe.workflow_options:  # an agent recipe: every AgentOptions field (agent=...)
+        from policylab.workflows.agents import AgentOptions
+
+        for option, default, help_ in describe_options(AgentOptions):
+            setting = recipe.workflow_options.get(option)
+            value, source = (
+                (setting.value, setting.source) if setting else (default, f"default: {help_}")
+            )
+            table.add_row(f"agent.{option}", repr(value), escape(source))
     for option, setting in recipe.training.items():
         table.add_row(f"training.{option}", repr(setting.value), escape(setting.source))
     console.print(table)
@@ -147,8 +156,14 @@ def part_locations(recipe: recipe_book.Recipe) -> list[tuple[str, str]]:
         if wrapper.kind == "filter":
             found.append(("refill rounds", locate(collect_groups)))
     parts = components(recipe.name, max_new_tokens=1)
+    provided = WORKFLOW_COLUMNS
+    if recipe.workflow_options:  # an agent recipe: episodes, credit and packing
+        from policylab.workflows.agents import AGENT_COLUMNS, MultiTurn
+
+        found.append(("workflow", locate(MultiTurn)))
+        provided = provided | AGENT_COLUMNS
     if parts.value is None:  # the annotators a language-model run adds for what it reads
-        for annotator in annotators_for(parts, WORKFLOW_COLUMNS):
+        for annotator in annotators_for(parts, provided):
             found.append(("annotate stage", locate(type(annotator))))
     return found
 
