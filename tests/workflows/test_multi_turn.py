@@ -232,3 +232,70 @@ def test_token_workflow_reproduces_play_text(task_name, attempts):
         assert [t.reward for t in traj.turns] == [t.reward for t in reference.turns]
         assert traj.success == reference.success
         assert traj.successes == reference.successes_by_attempt
+
+
+class OneStep:
+    """A task as a one-step environment: the completion is the only action (T-A0.4)."""
+
+    roles, max_turns, stop, reflect_cue = ("agent",), 1, "", "?"
+
+    def __init__(self, task, max_segment):
+        self.task, self.max_segment = task, max_segment
+
+    def reset(self, example, seed):
+        self.example = example
+        return example["prompt"]
+
+    def step(self, role, action):
+        from policylab.envs.text import Step
+
+        columns = {k: [v] for k, v in self.example.items() if k not in ("prompt", "completion")}
+        reward = self.task.reward([self.example["prompt"]], [action], **columns)[0]
+        return Step("", reward, True, {"success": reward >= 1.0})
+
+    def snapshot(self):
+        return None
+
+    def restore(self, snap):
+        pass
+
+    def restart(self):
+        return self.reset(self.example, 0)
+
+    def state_key(self):
+        return ""
+
+
+def test_a_one_step_env_reproduces_the_single_turn_rollout():
+    """T-A0.4: max_turns 1, no observation: rows equal single_turn.rollout's (ids, masks,
+    log-probs, rewards, groups) under the same generator."""
+    from policylab import rewards, tasks
+    from policylab.models import load_model
+    from policylab.workflows.single_turn import rollout
+
+    task = tasks.get("arithmetic")
+    model, tokenizer = load_model("tiny")
+    sampling = Sampling(temperature=1.0, max_new_tokens=8)
+    policy = LanguageModelPolicy(model, tokenizer, sampling=sampling)
+    examples = task.examples("train", 3, seed=0)
+    reward_fn = rewards.combine({task.name: 1.0}, functions={task.name: task.reward})
+    single, _ = rollout(examples, policy, 4, reward_fn, generator=torch.Generator().manual_seed(5))
+    trajs, _ = rollout_episodes(
+        examples,
+        lambda ex: OneStep(task, 8),
+        lambda role: policy,
+        tokenizer,
+        EpisodeSettings(),
+        copies=4,
+        generator=torch.Generator().manual_seed(5),
+    )
+    multi = pack_turns(trajs, turn_table(trajs)["reward"])
+    T = single.response_ids.shape[1]
+    assert torch.equal(multi.response_mask, single.response_mask[:, : multi.response_mask.shape[1]])
+    assert torch.equal(
+        multi.response_ids, (single.response_ids * single.response_mask.long())[:, :T]
+    )
+    assert torch.allclose(multi.logprobs, single.logprobs, atol=1e-6)
+    assert torch.equal(multi.rewards, single.rewards)
+    assert torch.equal(multi.group_ids, single.group_ids)
+    assert multi.extras["prompt_ids"] == single.extras["prompt_ids"]

@@ -186,7 +186,7 @@ def _sampling(settings: EpisodeSettings, env) -> Sampling:
         temperature=settings.temperature,
         top_p=settings.top_p,
         max_new_tokens=env.max_segment,
-        stop_strings=(env.stop,),
+        stop_strings=(env.stop,) if env.stop else (),  # "" = no stop string
     )
 
 
