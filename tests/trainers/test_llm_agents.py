@@ -88,3 +88,85 @@ def test_agent_options_are_checked_before_any_model_loads():
         compose(TrainConfig(algo="grpo", task="arithmetic", agent={"regime": "shared"}))
     with pytest.raises(ConfigError, match="plan_path_moves.*single-turn"):
         compose(TrainConfig(algo="at_grpo", task="arithmetic"))
+
+
+class _Flaky:
+    """An environment that raises on its second step for odd secrets, and hangs for
+    secrets divisible by 4 (a user's bug): those episodes end, training goes on."""
+
+    roles, max_turns, stop, max_segment, reflect_cue = ("agent",), 3, ";", 3, "?"
+
+    def reset(self, example, seed):
+        self.example, self.steps = example, 0
+        return example["prompt"] + "G"
+
+    def step(self, role, action):
+        import time
+
+        from policylab.envs.text import Step
+
+        self.steps += 1
+        if self.steps == 2 and self.example["secret"] % 2:
+            raise RuntimeError("the simulator crashed")
+        if self.steps == 2 and self.example["secret"] % 4 == 0:
+            time.sleep(5)
+        return Step("=;G", 0.5, False, {"valid": True})
+
+    def snapshot(self):
+        return self.steps
+
+    def restore(self, snap):
+        self.steps = snap
+
+    def restart(self):
+        return self.reset(self.example, 0)
+
+    def state_key(self):
+        return str(self.steps)
+
+
+def test_a_faulty_environment_ends_episodes_not_the_run(tmp_path):
+    import random
+    from dataclasses import dataclass
+
+    from policylab import tasks
+
+    @dataclass(frozen=True)
+    class Knobs:
+        pass
+
+    class Flaky(tasks.Task):
+        name, knobs_class, columns, chars = "flaky", Knobs, ("secret",), "+:0123456789"
+
+        def _sample(self, rng: random.Random) -> dict:
+            a, b = rng.randrange(30), rng.randrange(30)
+            return {"prompt": f"{a}+{b}:", "secret": a + b}
+
+        def _answer(self, example):
+            return str(example["secret"])
+
+        def _score(self, text, example):
+            return 0.0
+
+        def env(self, example):
+            return _Flaky()
+
+    torch.set_num_threads(1)
+    tasks.task_classes.add("flaky", Flaky)
+    try:
+        result, _ = run(
+            tmp_path,
+            "flaky",
+            algo="mt_grpo",
+            task="flaky",
+            steps=2,
+            train_pool=32,
+            prompts_per_step=4,
+            agent={"step_timeout_s": 0.5},
+        )
+    finally:
+        tasks.task_classes._entries.pop("flaky", None)
+    rows = [r for r in read_metrics(result.run_dir) if r.get("kind") != "eval"]
+    assert len(rows) == 2
+    assert max(r["agent/ended_abnormally_frac"] for r in rows) > 0
+    assert sum(r["reward/failures"] for r in rows) > 0
