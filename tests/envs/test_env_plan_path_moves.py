@@ -131,3 +131,20 @@ def test_state_key():
 def test_instances_fit_the_moves_allowed():
     task = tasks.get("plan_path_moves", max_turns=1)
     assert all(ex["shortest"] <= 3 for ex in task.examples("train", 100, seed=0))
+
+
+def test_the_official_double_count_is_a_knob_off_by_default():
+    """§A1: the code adds a plan agent's environment reward twice; the knob reproduces it
+    (the fixed −2 penalty is not doubled)."""
+    from policylab import tasks
+
+    example = tasks.get("plan_path_moves").examples("train", 1, seed=0)[0]
+    plain = tasks.get("plan_path_moves").env(example)
+    doubled = tasks.get("plan_path_moves", double_planner_reward=True).env(example)
+    for env in (plain, doubled):
+        env.reset(example, 0)
+    a, b = plain.step("planner", "R;"), doubled.step("planner", "R;")
+    assert b.reward == 2 * a.reward and a.reward != 0
+    plain.reset(example, 0)
+    doubled.reset(example, 0)
+    assert plain.step("planner", "zz;").reward == doubled.step("planner", "zz;").reward == -2.0

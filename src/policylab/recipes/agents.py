@@ -231,8 +231,8 @@ add(
         paper="Jiang et al. 2025, arXiv:2512.16848 (code mlbio-epfl/LaMer)",
         formula=(
             "N attempts per trial, a reflection turn before each new one (memory: reflections)\n"
-            "G_t = running return backwards: r + γ_step·G inside an attempt, r + γ_traj·G at "
-            "an attempt boundary (code form)\n"
+            "G_t^(n) = g_t^(n) + Σ_{m>n} γ_traj^(m−n)·g_0^(m),  g the γ_step-discounted "
+            "return within an attempt (paper form)\n"
             "A = (score − mean_e score) + (G − mean_{e, anchor} G)   (GiGPO mean_norm)\n"
             f"{PPO_CLIP_FORMULA}"
         ),
@@ -248,8 +248,9 @@ add(
             "reflect": S(True, "[paper §3] a reflection between attempts"),
             "credit": S("cross_episode", "[paper §3.2] cross-episode return"),
             "credit_options": S(
-                {"gamma_step": 0.95, "gamma_traj": 0.6, "form": "code"},
-                "[code lamer_*.sh] γ_step 0.95, γ_traj 0.6 (0.9 Sokoban); the code's form",
+                {"gamma_step": 0.95, "gamma_traj": 0.6, "form": "paper"},
+                "[code lamer_*.sh] γ_step 0.95, γ_traj 0.6 (0.9 Sokoban); [paper §3.2] the "
+                "paper's cross-episode return (form=code: the code's running return)",
             ),
             "row_reward": S("attempt_score", "[code reward_manager/episode.py] episode term"),
             "grouping": S("instance", "[code core_gigpo] episode groups per instance"),
@@ -259,8 +260,10 @@ add(
             "group_size": S(8, "[code lamer_*.sh] 8"),
         },
         notes=(
-            "The code's cross-episode return also discounts later attempts by γ_step per "
-            "remaining turn; credit_options={form: paper} gives the paper's formula.",
+            "The code's cross-episode return (one running return, r + γ_traj·G at an "
+            "attempt boundary) also discounts later attempts by γ_step per remaining turn; "
+            "agent={credit_options: {form: code, gamma_step: 0.95, gamma_traj: 0.6}} "
+            "reproduces what the official runs trained with.",
         ),
     )
 )

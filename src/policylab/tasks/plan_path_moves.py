@@ -32,6 +32,8 @@ Rewards, per executed move (the code's, no doubling [ours, §A1]):
   the planner and the single agent, −1 for the executor [ours: the code's plan-agent −2
   and the lower of the tool agent's −1/−2], and the executor's bad action executes nothing.
   The code's r_fail (−1 beyond 10,000 steps) cannot occur within max_turns and is omitted.
+  The knob double_planner_reward=True reproduces the official engine's double count of a
+  plan agent's environment reward (the −2 penalty is not doubled); off by default.
 
 Knobs: size (default 4; 2..6), wall_prob (0.25; 0..0.8) as plan_path; agents (2; 1 or 2);
 max_turns (4; 1..8); demo_noise (0.8; 0..1): the scripted demonstrator's noise. With the
@@ -63,7 +65,7 @@ from policylab.envs.text import (
     episode_rows,
     play_demonstrations,
 )
-from policylab.tasks.base import Task, check_int, check_number
+from policylab.tasks.base import Task, check_bool, check_int, check_number
 from policylab.tasks.plan_path import MOVES, PlanPath, distances_to, parse_grid
 
 R_STEP, R_INVALID, R_GOAL, R_OPT = -0.01, -0.10, 1.0, 0.5
@@ -86,8 +88,12 @@ class PlanPathMovesKnobs:
     agents: int = 2
     max_turns: int = 4
     demo_noise: float = 0.8
+    # the official engine adds a plan agent's environment reward twice (seed_agents.md
+    # §A1, multi_agents_execution_engine.py lines 392–418): True reproduces it
+    double_planner_reward: bool = False
 
     def __post_init__(self) -> None:
+        check_bool("plan_path_moves", "double_planner_reward", self.double_planner_reward)
         check_int("plan_path_moves", "size", self.size, 2, 6)
         check_number("plan_path_moves", "wall_prob", self.wall_prob, 0.0, 0.8)
         check_int("plan_path_moves", "agents", self.agents, 1, 2)
@@ -148,9 +154,9 @@ class PlanPathMovesEnv:
     max_segment = MAX_MOVES + 1
     reflect_cue = "?"
 
-    def __init__(self, agents: int = 2, max_turns: int = 4) -> None:
+    def __init__(self, agents: int = 2, max_turns: int = 4, double_planner: bool = False) -> None:
         self.roles = ("planner", "executor") if agents == 2 else ("agent",)
-        self.max_turns = max_turns
+        self.max_turns, self.double_planner = max_turns, double_planner
         self._state: _State | None = None
 
     def reset(self, example: dict, seed: int) -> str:
@@ -190,6 +196,7 @@ class PlanPathMovesEnv:
                 reward, _ = self._execute(moves)
                 self.restore(snap)
                 state = self._state
+                reward *= 2 if self.double_planner else 1  # the code's quirk (knob)
             state.proposal, state.role = moves or "", 1
             return Step(CUES["executor"], reward, False, {"valid": moves is not None})
         reward, bumped = (R_BAD[role], False) if moves is None else self._execute(moves)
@@ -285,7 +292,8 @@ class PlanPathMoves(Task):
         """A fresh text environment for `example` (reset it with the example)."""
         if "grid" not in example:
             raise ValueError(f"{self.name}.env needs the column 'grid'; got: {sorted(example)}")
-        return PlanPathMovesEnv(agents=self.knobs.agents, max_turns=self.knobs.max_turns)
+        knobs = self.knobs
+        return PlanPathMovesEnv(knobs.agents, knobs.max_turns, knobs.double_planner_reward)
 
     def demonstrator(self, example: dict, noise: float, rng: random.Random) -> Callable:
         """The scripted, noisy demonstrator: act(role, context) -> segment (module
