@@ -33,7 +33,8 @@ def test_at_grpo_groups_by_instance_turn_and_agent(tmp_path):
     rows = read_metrics(result.run_dir)
     train_rows = [r for r in rows if r.get("kind") != "eval"]
     assert len(train_rows) == 2
-    for key in ("agent/success", "agent/r_mean/planner", "agent/r_mean/executor", "at/groups"):
+    keys = ("agent/success", "agent/r_mean/planner", "agent/r_mean/executor", "at/groups")
+    for key in (*keys, "agent/r_mean/turn0", "agent/live_frac/turn0"):
         assert key in train_rows[-1], key
     evals = [r for r in rows if r.get("kind") == "eval"]
     assert {"eval/greedy_accuracy", "eval/turns_mean"} <= set(evals[-1])

@@ -258,6 +258,10 @@ def agent_metrics(trajs, batch: Rollouts, roles: tuple[str, ...]) -> dict[str, f
         out["agent/obs_token_frac"] = float(batch.observation_mask.sum() / seen)
     for k, name in enumerate(roles):
         out[f"agent/r_mean/{name}"] = _mean([t.reward for t in played if t.role == k])
+    for turn in sorted({t.turn for t in played}):  # per turn: reward, episodes still playing
+        out[f"agent/r_mean/turn{turn}"] = _mean([t.reward for t in played if t.turn == turn])
+        live = sum(any(t.turn == turn for t in traj.played) for traj in trajs)
+        out[f"agent/live_frac/turn{turn}"] = live / n
     attempts = max((len(t.successes) for t in trajs), default=1)
     if attempts > 1:
         for k in range(1, attempts + 1):
