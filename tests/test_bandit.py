@@ -5,13 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from policylab import list_algorithms
+from policylab import list_algorithms, recipes
 from policylab.bandit import BanditConfig, run_bandit
 
 # CAPO's thresholds (τ_F = 1e-4 on each token's predicted policy change) are set for a
 # language model's tiny steps: at the bandit's lr 0.05 its mask rejects nearly every token,
 # so it does not learn here (tested below, and docs/algorithms.md)
-LEARNS_HERE = [a for a in list_algorithms() if a != "capo"]
+# agent recipes play multi-turn environments, not a one-step bandit (refused, tested below)
+LEARNS_HERE = [a for a in list_algorithms() if a != "capo" and not recipes.get(a).workflow_options]
 
 
 @pytest.mark.parametrize("algorithm", LEARNS_HERE)
@@ -70,3 +71,8 @@ def test_the_bandit_reproduces_its_recorded_histories(algorithm):
     # to run them (before, it ignored selections and samplers); the others did not move
     result = run_bandit(algorithm, **RECORDED["config"])
     assert result.history == RECORDED["histories"][algorithm]
+
+
+def test_agent_recipes_are_refused_with_a_reason():
+    with pytest.raises(ValueError, match="agent recipe"):
+        run_bandit("lamer", steps=1)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from policylab import recipes as recipe_book
 from policylab.algebra.advantages import GAEOptions, value_targets
 from policylab.algebra.aggregate import global_normaliser
 from policylab.algebra.bcpg import STEP_LABELS
@@ -76,6 +77,11 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
     """Train a softmax table on the bandit with the named algorithm's components and
     stages, through the same rollout source and stages as the language-model trainer."""
     cfg = replace(config or BanditConfig(), **changes)
+    if recipe_book.get(algorithm).workflow_options:
+        raise ValueError(
+            f"{algorithm} is an agent recipe: it plays multi-turn environments "
+            "(docs/agents.md), and a bandit is one step"
+        )
     parts = components(
         algorithm,
         max_new_tokens=1,

@@ -22,7 +22,8 @@ from policylab.describe import print_catalogue, print_description
 def _bandit(console: Console, args: argparse.Namespace) -> int:
     from policylab.bandit import BanditConfig, run_bandit
 
-    algos = args.algos.split(",") if args.algos else recipe_book.names()
+    one_step = [n for n in recipe_book.names() if not recipe_book.get(n).workflow_options]
+    algos = args.algos.split(",") if args.algos else one_step  # agent recipes play episodes
     unknown = [a for a in algos if a not in recipe_book.recipes]
     if unknown:
         console.print(

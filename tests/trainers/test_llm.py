@@ -165,7 +165,7 @@ def test_bad_task_and_options_fail_before_a_run_folder_exists(small_model_dir, t
         ({"task": "sudoku9"}, "unknown task"),
         ({"task_knobs": {"digitz": 2}}, "no knob 'digitz'"),
         ({"loss": {"eps": 0.1}}, "valid options"),
-        ({"algo": "ppo"}, "critic"),
+        ({"algo": "fpo"}, "control policy"),
     ):
         with pytest.raises((ValueError, KeyError), match=message):
             train(config(small_model_dir, tmp_path, steps=1, **fields))
