@@ -297,3 +297,26 @@ def test_a_one_step_env_reproduces_the_single_turn_rollout():
     assert torch.equal(multi.rewards, single.rewards)
     assert torch.equal(multi.group_ids, single.group_ids)
     assert multi.extras["prompt_ids"] == single.extras["prompt_ids"]
+
+
+def test_an_environment_whose_reset_fails_ends_that_episode_only(policy):
+    from policylab.envs.text import GuardedEnv
+
+    class BrokenReset(Counter):
+        def reset(self, example, seed):
+            if example["prompt"] == "ab":
+                raise OSError("the simulator did not start")
+            return super().reset(example, seed)
+
+    trajs, _ = rollout_episodes(
+        EXAMPLES,
+        lambda ex: GuardedEnv(BrokenReset(), step_timeout_s=None),
+        lambda role: policy,
+        policy.tokenizer,
+        EpisodeSettings(),
+        copies=2,
+        generator=torch.Generator().manual_seed(0),
+    )
+    broken = [t for t in trajs if t.instance == 0]
+    assert all(t.ended.startswith("reset:") and not t.turns for t in broken)
+    assert all(t.turns and not t.ended.startswith("reset") for t in trajs if t.instance == 1)

@@ -142,15 +142,17 @@ def rollout_episodes(
             env = make_env(example)
             first = env.reset(example, seed + i * copies + b)
             ids = _encode(tokenizer, first)
-            episodes.append(
-                _Episode(
-                    Trajectory(i, b, ids),
-                    env,
-                    list(ids),
-                    attempts=settings.attempts,
-                    reflect=settings.reflect,
-                )
+            episode = _Episode(
+                Trajectory(i, b, ids),
+                env,
+                list(ids),
+                attempts=settings.attempts,
+                reflect=settings.reflect,
             )
+            failed = getattr(env, "ended", "") or ("empty first observation" if not ids else "")
+            if failed:  # a reset that raised (GuardedEnv) or gave nothing to condition on
+                episode.traj.ended, episode.live = f"reset: {failed}", False
+            episodes.append(episode)
     n = settings.branches if settings.branching == "tree" else 1
     timing = Counter()
     while live := [e for e in episodes if e.live]:
