@@ -88,8 +88,25 @@ def _train(console: Console, args: argparse.Namespace) -> int:
     for key in ("eval/greedy_accuracy", "eval/greedy_reward", "eval/sampled_reward"):
         table.add_row(key.split("/")[1], f"{result.before[key]:.3f}", f"{result.after[key]:.3f}")
     console.print(table)
+    _print_agent_metrics(console, result.run_dir)
     console.print(f"run folder: {result.run_dir} ({result.seconds:.0f} s)")
     return 0
+
+
+def _print_agent_metrics(console: Console, run_dir: str) -> None:
+    """Multi-turn runs: the last step's per-role and per-turn agent metrics."""
+    from policylab.trainers.run import read_metrics
+
+    rows = read_metrics(run_dir, kind="train")
+    last = {k: v for k, v in rows[-1].items() if k.startswith("agent/")} if rows else {}
+    if not last:
+        return
+    table = Table(title="agents, last training step", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value")
+    for key, value in sorted(last.items()):
+        table.add_row(key.removeprefix("agent/"), f"{value:.3f}")
+    console.print(table)
 
 
 def _report_control(console: Console, cfg, result) -> int:
