@@ -5,6 +5,9 @@ evaluation, mean and 95 % t interval (policylab.arena.stats).
     python benchmarks/arena_pairs.py runs/arena-plan_path_fog lamer gigpo eval/pass@1
     python benchmarks/arena_pairs.py runs/arena-plan_path_fog lamer gigpo gain
         # gain = eval/pass@3 − eval/pass@1 (what attempts after the first add)
+    python benchmarks/arena_pairs.py runs/arena-countdown_calc steptool mt_grpo \
+        train:agent/invalid_frac
+        # train:KEY = the mean of KEY over each run's last 10 training steps
 """
 
 from __future__ import annotations
@@ -15,12 +18,18 @@ from pathlib import Path
 from policylab.arena.stats import mean_ci, paired_difference_ci
 from policylab.trainers.run import read_metrics
 
+LAST_STEPS = 10
+
 
 def finals(folder: Path, algo: str, key: str) -> dict[int, float]:
     out = {}
     for run in (folder / "runs").glob(f"{algo}-s*"):
         name, seed = run.name.rsplit("-s", 1)
         if name != algo:
+            continue
+        if key.startswith("train:"):
+            rows = read_metrics(run, kind="train")[-LAST_STEPS:]
+            out[int(seed)] = sum(r[key.removeprefix("train:")] for r in rows) / len(rows)
             continue
         last = read_metrics(run, kind="eval")[-1]
         if key == "gain":

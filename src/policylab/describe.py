@@ -28,6 +28,7 @@ from policylab.registry import Registry
 from policylab.stages import stages
 from policylab.stages.pipeline import WORKFLOW_COLUMNS, annotators_for
 from policylab.stages.rollouts import RULE_STAGES
+from policylab.workflows.agents import AGENT_COLUMNS, AgentOptions, MultiTurn
 from policylab.workflows.rounds import collect_groups
 
 REGISTRIES: tuple[Registry, ...] = (
@@ -121,8 +122,6 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
     for option, setting in recipe.sampler_options.items():
         table.add_row(f"{recipe.sampler}.{option}", repr(setting.value), escape(setting.source))
     if recipe.workflow_options:  # an agent recipe: every AgentOptions field (agent=...)
-        from policylab.workflows.agents import AgentOptions
-
         for option, default, help_ in describe_options(AgentOptions):
             setting = recipe.workflow_options.get(option)
             value, source = (
@@ -158,8 +157,6 @@ def part_locations(recipe: recipe_book.Recipe) -> list[tuple[str, str]]:
     parts = components(recipe.name, max_new_tokens=1)
     provided = WORKFLOW_COLUMNS
     if recipe.workflow_options:  # an agent recipe: episodes, credit and packing
-        from policylab.workflows.agents import AGENT_COLUMNS, MultiTurn
-
         found.append(("workflow", locate(MultiTurn)))
         provided = provided | AGENT_COLUMNS
     if parts.value is None:  # the annotators a language-model run adds for what it reads

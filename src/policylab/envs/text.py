@@ -34,6 +34,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from policylab.tasks.base import check_number
+
 REFLECT = "reflect"  # the role name `play_text` gives `act` for a reflection turn
 
 
@@ -200,6 +202,25 @@ def play_demonstrations(
             play_text(task.env(example), example, seed, act, attempts=attempts, reflect=reflect)
         )
     return episodes
+
+
+def demonstration_rows(
+    task: Any,
+    n: int,
+    seed: int,
+    noise: float | None = None,
+    *,
+    attempts: int = 1,
+    reflect: bool = False,
+) -> list[dict]:
+    """Supervised rows {"prompt": context, "completion": segment}, one per turn
+    (reflections included), from `task`'s demonstrator playing its first `n` train
+    examples of `seed`; `noise` defaults to the task's `demo_noise` knob. What every
+    interactive task's `demonstrations` returns."""
+    noise = task.knobs.demo_noise if noise is None else noise
+    check_number(task.name, "noise", noise, 0.0, 1.0)
+    episodes = play_demonstrations(task, n, seed, noise, attempts=attempts, reflect=reflect)
+    return [row for e in episodes for row in episode_rows(e)]
 
 
 # --------------------------------------------------------------------------------------

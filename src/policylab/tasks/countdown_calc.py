@@ -64,8 +64,7 @@ from policylab.envs.text import (
     Step,
     action_body,
     check_step,
-    episode_rows,
-    play_demonstrations,
+    demonstration_rows,
 )
 from policylab.tasks.base import Task, check_int, check_number
 from policylab.tasks.countdown import Countdown
@@ -334,12 +333,8 @@ class CountdownCalc(Task):
         return act
 
     def demonstrations(self, n: int, seed: int, noise: float | None = None) -> list[dict]:
-        """Supervised rows {"prompt": context, "completion": segment}, one per turn, from
-        the demonstrator (noise: `demo_noise` unless given) playing the first `n` train
-        examples of `seed`."""
-        noise = self.knobs.demo_noise if noise is None else noise
-        check_number(self.name, "noise", noise, 0.0, 1.0)
-        return [row for e in play_demonstrations(self, n, seed, noise) for row in episode_rows(e)]
+        """Per-turn supervised rows from the demonstrator (envs/text.py `demonstration_rows`)."""
+        return demonstration_rows(self, n, seed, noise)
 
     def _sample(self, rng: random.Random) -> dict | None:
         return self._plain._sample(rng)

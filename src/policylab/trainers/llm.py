@@ -302,7 +302,7 @@ def compose(cfg: TrainConfig) -> Plan:
             f"offline_prompts = {cfg.offline_prompts} exceeds the {len(pool)} training prompts "
             f"of {task.name} (train_pool = {cfg.train_pool})"
         )
-    agent, roles, grouping = agent_plan(cfg, parts, task)
+    agent, roles, grouping = agent_plan(cfg, parts, task, pool[0])
     provided = WORKFLOW_COLUMNS | (AGENT_COLUMNS if agent is not None else frozenset())
     pipeline = build_pipeline(cfg, parts, len(pool), provided=provided)
     resolved = {
@@ -317,7 +317,7 @@ def compose(cfg: TrainConfig) -> Plan:
     return Plan(parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping)
 
 
-def agent_plan(cfg: TrainConfig, parts: Components, task):
+def agent_plan(cfg: TrainConfig, parts: Components, task, example: dict):
     """(AgentOptions, role names, grouping keys) of an interactive task (one with
     `task.env`): the recipe's workflow options updated by the config's `agent` field; for
     a single-turn task (None, ("policy",), None), and agent options are refused."""
@@ -332,12 +332,8 @@ def agent_plan(cfg: TrainConfig, parts: Components, task):
         return None, ("policy",), None
     defaults = parts.recipe.component_defaults("workflow")
     agent = build_options(AgentOptions, {**defaults, **cfg.agent}, where="agent")
-    roles = tuple(task.env(pool_example(task)).roles)
+    roles = tuple(task.env(example).roles)
     return agent, roles, agent.grouping
-
-
-def pool_example(task) -> dict:
-    return task.examples("train", 1, seed=0)[0]
 
 
 def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: Progress) -> dict:
@@ -415,7 +411,7 @@ def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.T
 
 
 def checkpoint_state(done: Progress, policies: PolicySet, pipeline, generator) -> dict:
-    first = policies.state_dict()[0]
+    first, *rest = policies.state_dict()
     return {
         "step": done.step,
         "optimizer": first["optimizer"],
@@ -423,7 +419,7 @@ def checkpoint_state(done: Progress, policies: PolicySet, pipeline, generator) -
         # policies after the first (per_role): weights, optimiser and schedule
         "others": [
             {"model": m.policy.model.state_dict(), **s}
-            for m, s in zip(policies.members[1:], policies.state_dict()[1:], strict=True)
+            for m, s in zip(policies.members[1:], rest, strict=True)
         ],
         "value_heads": [
             m.policy.value_head.state_dict()

@@ -160,7 +160,7 @@ class MultiTurn:
             return pack_trajectories(trajs, 0, per_traj)
         rewards = credit if options.row_reward == "credit" else table["attempt_score"]
         extras = {"step_return": credit.float(), "attempt_score": table["attempt_score"].float()}
-        return pack_turns(trajs, rewards, extras=extras)
+        return pack_turns(trajs, rewards, extras=extras, table=table)
 
     def info(self, trajs, batch: Rollouts, timing: dict) -> RolloutInfo:
         turns = [t for traj in trajs for t in traj.turns]
@@ -208,9 +208,8 @@ def evaluate_episodes(policies, task, options: AgentOptions, *, n: int, seed: in
     )
     out: dict[str, float] = {}
     for mode, temperature in (("greedy", 0.0), ("sampled", 1.0)):
-        settings = played.settings(1, temperature, 1.0, 10**9)
         workflow = MultiTurn(policies, task, options, 1, generator, temperature)
-        settings.max_positions = workflow.positions
+        settings = played.settings(1, temperature, 1.0, workflow.positions)
         trajs, _ = rollout_episodes(
             examples,
             workflow.make_env,

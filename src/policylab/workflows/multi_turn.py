@@ -94,8 +94,6 @@ class _Episode:
     phase: str = "act"
     memory: list[int] = field(default_factory=list)
     live: bool = True
-    attempts: int = 1
-    reflect: bool = False
 
 
 @dataclass
@@ -142,13 +140,7 @@ def rollout_episodes(
             env = make_env(example)
             first = env.reset(example, seed + i * copies + b)
             ids = _encode(tokenizer, first)
-            episode = _Episode(
-                Trajectory(i, b, ids),
-                env,
-                list(ids),
-                attempts=settings.attempts,
-                reflect=settings.reflect,
-            )
+            episode = _Episode(Trajectory(i, b, ids), env, list(ids))
             failed = getattr(env, "ended", "") or ("empty first observation" if not ids else "")
             if failed:  # a reset that raised (GuardedEnv) or gave nothing to condition on
                 episode.traj.ended, episode.live = f"reset: {failed}", False
@@ -159,27 +151,26 @@ def rollout_episodes(
         for e in live:  # context overflow ends the episode before it asks for a segment
             if len(e.context) + e.env.max_segment > settings.max_positions:
                 e.traj.overflow, e.traj.ended, e.live = True, "overflow", False
-        requests: dict[int, list[_Episode]] = {}
+        # one engine call per (policy owner, samples per context): reflections are role 0's
+        # and sample once, acting turns sample K on a tree
+        requests: dict[tuple[int, int], list[_Episode]] = {}
         for e in (e for e in live if e.live):
-            owner = 0 if e.phase == "reflect" else e.role
-            requests.setdefault(owner, []).append(e)
-        for owner, group in requests.items():
-            policy = policies(owner)
-            by_width: dict[int, list[_Episode]] = {}
-            for e in group:
-                by_width.setdefault(n if e.phase == "act" else 1, []).append(e)
-            for width, members in by_width.items():
-                start = time.perf_counter()
-                sampling = _sampling(settings, members[0].env)
-                out = policy.sample(
-                    [e.context for e in members], generator=generator, n=width, sampling=sampling
-                )
-                timing["generate_s"] += time.perf_counter() - start
-                start = time.perf_counter()
-                for j, e in enumerate(members):
-                    rows = range(j * width, (j + 1) * width)
-                    _advance(e, [_candidate(out, r, tokenizer) for r in rows], tokenizer)
-                timing["env_s"] += time.perf_counter() - start
+            act = e.phase == "act"
+            requests.setdefault((e.role if act else 0, n if act else 1), []).append(e)
+        for (owner, width), members in requests.items():
+            start = time.perf_counter()
+            out = policies(owner).sample(
+                [e.context for e in members],
+                generator=generator,
+                n=width,
+                sampling=_sampling(settings, members[0].env),
+            )
+            timing["generate_s"] += time.perf_counter() - start
+            start = time.perf_counter()
+            for j, e in enumerate(members):
+                rows = range(j * width, (j + 1) * width)
+                _advance(e, [_candidate(out, r, tokenizer) for r in rows], tokenizer, settings)
+            timing["env_s"] += time.perf_counter() - start
     return [e.traj for e in episodes], dict(timing)
 
 
@@ -207,7 +198,7 @@ def _candidate(out, row: int, tokenizer) -> dict:
     }
 
 
-def _advance(e: _Episode, candidates: list[dict], tokenizer) -> None:
+def _advance(e: _Episode, candidates: list[dict], tokenizer, settings: EpisodeSettings) -> None:
     """Play one generated segment (the best of the candidates on a tree) and move the
     episode's state machine on: next role, next turn, reflection, next attempt or end."""
     if e.phase == "reflect":
@@ -255,10 +246,10 @@ def _advance(e: _Episode, candidates: list[dict], tokenizer) -> None:
     success = bool(step.info.get("success", False))
     e.traj.successes.append(success)
     e.traj.success = e.traj.success or success
-    more = e.attempt + 1 < e.attempts
+    more = e.attempt + 1 < settings.attempts
     if success or not more or e.traj.ended:
         e.live = False
-    elif e.reflect:
+    elif settings.reflect:
         e.phase = "reflect"
         e.context = e.context + _encode(tokenizer, e.env.reflect_cue)
     else:

@@ -64,7 +64,11 @@ def turn_table(trajs: list[Trajectory]) -> dict:
 
 
 def pack_turns(
-    trajs: list[Trajectory], rewards: torch.Tensor, *, extras: dict | None = None
+    trajs: list[Trajectory],
+    rewards: torch.Tensor,
+    *,
+    extras: dict | None = None,
+    table: dict | None = None,
 ) -> Rollouts:
     """One row per turn of `trained_turns(trajs)`; `rewards` [R] the credit of each turn.
 
@@ -72,11 +76,11 @@ def pack_turns(
     acting role; group_ids = the instance (the rounds of a step count instances; a run's
     grouping keys regroup the rows before advantages); extras: prompt_ids (the contexts),
     the turn table's columns (instance, turn, attempt, branch, traj, role, anchor as an
-    integer hash, phase) and `extras`."""
+    integer hash, phase) and `extras`. `table`: `turn_table(trajs)` when the caller has it."""
     rows = trained_turns(trajs)
     if not rows:
         raise ValueError("pack_turns: the episodes have no turns to train on")
-    table = turn_table(trajs)
+    table = turn_table(trajs) if table is None else table
     T = max(len(t.gen_ids) for _, t in rows)
     ids = torch.zeros((len(rows), T), dtype=torch.long)
     mask = torch.zeros((len(rows), T))
