@@ -66,10 +66,10 @@ def test_t0_2_optimum_by_three_routes():
     assert torch.allclose(linear_program(full), V, atol=1e-6)
 
 
-def test_value_iteration_agrees_with_the_lp_on_garnets():
+def test_policy_iteration_agrees_with_the_lp_on_garnets():
     for seed in range(3):
         mdp = garnet(8, 4, 3, seed=seed)
-        V, pi = value_iteration(mdp)
+        V, pi = policy_iteration(mdp)
         assert torch.allclose(linear_program(mdp), V, atol=1e-6)
         assert torch.allclose(evaluate(mdp, pi).V, V, atol=1e-7)
 
