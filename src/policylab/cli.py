@@ -62,7 +62,7 @@ def _train(console: Console, args: argparse.Namespace) -> int:
     import yaml
 
     from policylab import routing
-    from policylab.config import ControlConfig, parse_overrides
+    from policylab.config import ControlConfig, TabularConfig, parse_overrides
 
     overrides = parse_overrides(args.overrides)
     for flag in ("algo", "task", "model"):
@@ -81,6 +81,8 @@ def _train(console: Console, args: argparse.Namespace) -> int:
     cfg = routing.run_config(args.config, overrides, saved=saved)
     if isinstance(cfg, ControlConfig):
         return _report_control(console, cfg, routing.train(cfg, resume=bool(args.resume)))
+    if isinstance(cfg, TabularConfig):
+        return _report_tabular(console, cfg, routing.train(cfg, resume=bool(args.resume)))
     result = routing.train(cfg, resume=bool(args.resume))
     table = Table(title=f"held-out {cfg.task} ({cfg.eval_n} test examples)", title_justify="left")
     for col in ("", "before", "after"):
@@ -127,6 +129,29 @@ def _report_control(console: Console, cfg, result) -> int:
             f"{result.solved_at['seconds']:.1f} s"
         )
     console.print(f"run folder: {result.run_dir} ({result.seconds:.0f} s)")
+    return 0
+
+
+def _report_tabular(console: Console, cfg, result) -> int:
+    table = Table(
+        title=f"{cfg.algo} on {cfg.task} (seed {cfg.seed}): exact optimum {result.optimum:.6g}",
+        title_justify="left",
+    )
+    for col in ("step", "spent", "value", "gap", "score"):
+        table.add_column(col)
+    shown = result.evals if len(result.evals) <= 12 else result.evals[:: len(result.evals) // 10]
+    if shown[-1] is not result.evals[-1]:
+        shown = [*shown, result.evals[-1]]
+    for e in shown:
+        table.add_row(
+            str(e["step"]),
+            str(e["budget/spent"]),
+            f"{e['oracle/value']:.6g}",
+            f"{e['oracle/gap']:.3g}",
+            f"{e['eval/score']:.4f}",
+        )
+    console.print(table)
+    console.print(f"run folder: {result.run_dir} ({result.seconds:.1f} s)")
     return 0
 
 
@@ -240,16 +265,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     tr = sub.add_parser(
         "train",
-        help="train a language model, or a control policy on a gymnasium id",
+        help="train a language model, a control policy on a gymnasium id, or a tabular "
+        "method on tabular/<task>",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="fields (key=value):\n"
         + _fields("train")
         + "\n\ncontrol fields (--task <gymnasium id>, e.g. CartPole-v1):\n"
-        + _fields("control"),
+        + _fields("control")
+        + "\n\ntabular fields (--task tabular/<name>, e.g. tabular/robust_garnet):\n"
+        + _fields("tabular"),
     )
     tr.add_argument("--algo", default=None, help="named algorithm (policylab list)")
     tr.add_argument(
-        "--task", default=None, help="embedded task, a data file/folder, or a gymnasium id"
+        "--task",
+        default=None,
+        help="embedded task, a data file/folder, a gymnasium id, or tabular/<task>",
     )
     tr.add_argument("--model", default=None, help='"tiny" (shipped), a folder or a hub id')
     tr.add_argument("--config", default=None, help="YAML file of fields")
@@ -290,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         "--budget",
         type=int,
         default=None,
-        help="per run: environment steps (control) or generated samples (language models); "
-        "default: the trainer's",
+        help="per run: environment steps (control), generated samples (language models), "
+        "generated tokens (agents) or the tabular task's unit (gradient evaluations, "
+        "episodes); default: the trainer's",
     )
     ar.add_argument("--jobs", type=int, default=1, help="runs in parallel")
     ar.add_argument("--baseline", default=None, help="algorithm the others are compared to")
@@ -324,10 +355,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fields(command: str) -> str:
-    from policylab.config import ControlConfig, TrainConfig, describe_fields
+    from policylab.config import ControlConfig, TabularConfig, TrainConfig, describe_fields
     from policylab.trainers.sft import SFTConfig
 
-    schemas = {"sft": SFTConfig, "train": TrainConfig, "control": ControlConfig}
+    schemas = {
+        "sft": SFTConfig,
+        "train": TrainConfig,
+        "control": ControlConfig,
+        "tabular": TabularConfig,
+    }
     return describe_fields(schemas[command])
 
 

@@ -508,3 +508,52 @@ def load_control(file: str | Path | None = None, overrides: dict[str, Any] | Non
     given.update(overrides or {})
     task = given.get("task", ControlConfig.model_fields["task"].default)
     return load(ControlConfig, None, {**CONTROL_DEFAULTS.get(task, {}), **given})
+
+
+class TabularConfig(RunSchema):
+    """Every field of `policylab train --task tabular/<name>`: a registered tabular method
+    (tabular/catalogue.py) on a seeded instance with an exact oracle (docs/theory.md).
+    The seed chooses the instance (a new Garnet, a new starting policy); the run stops when
+    it has spent `budget` in the task's budget unit (exact-gradient evaluations, episodes,
+    trajectories) or, with `stop_gap`, when its gap to the optimum falls below it."""
+
+    algo: str = Field("drpg", description="tabular method (policylab list --tabular)")
+    task: str = Field("tabular/robust_garnet", description="tabular/<task>")
+    knobs: dict[str, Any] = Field(
+        default_factory=dict, description="task knobs (n_states, gamma, beta, horizon, ...)"
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="method option overrides (step, inner_tol, ...)"
+    )
+    seed: int = Field(0, description="instance and sampling seed")
+    budget: int = Field(200, ge=1, description="what the run may spend, in the task's unit")
+    eval_every: int = Field(10, ge=1, description="score the policy every N method steps")
+    save_every: int = Field(50, ge=0, description="checkpoint every N steps (0: at the end)")
+    stop_gap: float | None = Field(
+        None, ge=0, description="stop once the gap to the exact optimum is at most this"
+    )
+    schedule: str = Field("constant", description="(unused: the methods set their steps)")
+    run_dir: str | None = Field(None, description="run folder (default runs/<algo>-<task>-s<seed>)")
+    progress: bool = Field(True, description="show a progress bar")
+
+    @field_validator("algo")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        from policylab.tabular.catalogue import tabular_methods
+
+        if value not in tabular_methods:
+            raise ValueError(
+                f"unknown tabular method {value!r}; choices: {', '.join(tabular_methods.names())}"
+            )
+        return value
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        from policylab.tabular.catalogue import is_tabular_task, tabular_tasks
+
+        name = value.removeprefix("tabular/")
+        if not is_tabular_task(value) or name not in tabular_tasks:
+            choices = ", ".join(f"tabular/{n}" for n in tabular_tasks.names())
+            raise ValueError(f"unknown tabular task {value!r}; choices: {choices}")
+        return value

@@ -28,6 +28,8 @@ from policylab.registry import Registry
 from policylab.stages import stages
 from policylab.stages.pipeline import WORKFLOW_COLUMNS, annotators_for
 from policylab.stages.rollouts import RULE_STAGES
+from policylab.tabular.catalogue import tabular_methods, tabular_tasks
+from policylab.tabular.methods import TabularMethod
 from policylab.workflows.agents import AGENT_COLUMNS, AgentOptions, MultiTurn
 from policylab.workflows.rounds import collect_groups
 
@@ -69,6 +71,35 @@ def print_catalogue(console: Console) -> None:
             table.add_row(name, escape(registry.entry(name).summary))
         console.print(table)
     console.print(f"[bold]aggregation modes[/bold]: {', '.join(AGG_MODES)}")
+    theory = Table(
+        title="Tabular methods, scored against an exact optimum "
+        "(policylab train --task tabular/<task> --algo NAME; docs/theory.md)",
+        title_justify="left",
+    )
+    for col in ("name", "what it does", "paper"):
+        theory.add_column(col)
+    for name in tabular_methods.names():
+        m = tabular_methods.get(name)
+        theory.add_row(name, escape(m.title), _arxiv(m.paper))
+    console.print(theory)
+    tasks_line = ", ".join(f"tabular/{n}" for n in tabular_tasks.names())
+    console.print(f"[bold]tabular tasks[/bold]: {tasks_line}")
+
+
+def _describe_tabular(console: Console, method: TabularMethod) -> None:
+    console.print(f"[bold]{method.name}[/bold] — {method.title} (tabular method)")
+    console.print(f"paper: {escape(method.paper)}")
+    console.print(escape(method.formula), highlight=False)
+    table = Table(title="defaults", title_justify="left")
+    for col in ("option", "value", "meaning", "source"):
+        table.add_column(col)
+    help_ = method.option_help()
+    for key, setting in method.defaults.items():
+        table.add_row(key, repr(setting.value), escape(help_.get(key, "")), escape(setting.source))
+    console.print(table)
+    for note in method.notes:
+        console.print(f"- {escape(note)}", highlight=False)
+    console.print(f"step: {locate(method.step)}")
 
 
 def _arxiv(paper: str) -> str:
@@ -198,8 +229,15 @@ def print_description(console: Console, name: str) -> int:
             console.print()
             _describe_component(console, registry, name)
             found = True
+    if name in tabular_methods:
+        _describe_tabular(console, tabular_methods.get(name))
+        found = True
     if not found:
-        every = sorted(set(recipe_book.names()).union(*(r.names() for r in REGISTRIES)))
+        every = sorted(
+            set(recipe_book.names()).union(
+                *(r.names() for r in REGISTRIES), tabular_methods.names()
+            )
+        )
         console.print(f"[red]unknown name {name!r}[/red]; choices: {', '.join(every)}")
         return 2
     return 0

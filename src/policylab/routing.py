@@ -1,7 +1,8 @@
 """Which trainer a run goes to, and its config: one rule, used by `policylab.train` (api.py)
 and `policylab train` (cli.py).
 
-The rule: a task that is a gymnasium environment id (`config.is_gym_task`: CartPole-v1,
+The rule: a task named `tabular/<name>` is a tabular run — a `TabularConfig`, trained by
+trainers/tabular.py against its exact oracle; a task that is a gymnasium environment id (`config.is_gym_task`: CartPole-v1,
 Pendulum-v1, the policylab/... ids) is a control run — a `ControlConfig` with the
 environment's tuned defaults (`config.CONTROL_DEFAULTS`), trained by trainers/control.py;
 any other task (an embedded task, a data file) is a language-model run — a `TrainConfig`,
@@ -18,13 +19,15 @@ import yaml
 
 from policylab.config import (
     ControlConfig,
+    TabularConfig,
     TrainConfig,
     is_gym_task,
     load,
     load_control,
 )
 
-RunConfig = TrainConfig | ControlConfig
+RunConfig = TrainConfig | ControlConfig | TabularConfig
+TABULAR_PREFIX = "tabular/"  # a tabular task: tabular/<name> (tabular/tasks.py)
 
 
 def run_config(
@@ -38,10 +41,14 @@ def run_config(
     config.yaml (its fields, the lowest layer)."""
     fields, saved = dict(fields or {}), dict(saved or {})
     path = None
-    if isinstance(config, TrainConfig | ControlConfig) and not saved and _same_kind(config, fields):
+    if (
+        isinstance(config, TrainConfig | ControlConfig | TabularConfig)
+        and not saved
+        and _same_kind(config, fields)
+    ):
         # a config object is taken as it is (its own defaults, not a task's tuned ones)
         return load(type(config), None, {**config.model_dump(), **fields})
-    if isinstance(config, TrainConfig | ControlConfig):
+    if isinstance(config, TrainConfig | ControlConfig | TabularConfig):
         given = config.model_dump(exclude_unset=True)
     elif isinstance(config, dict):
         given = dict(config)
@@ -51,6 +58,8 @@ def run_config(
         path = Path(config)
         given = _task_of_file(path)
     task = fields.get("task") or given.get("task") or saved.get("task") or ""
+    if str(task).startswith(TABULAR_PREFIX):
+        return load(TabularConfig, None, {**saved, **_unset(TabularConfig, path, given), **fields})
     if is_gym_task(str(task)):
         if "model" in fields:
             raise ValueError(
@@ -70,11 +79,20 @@ def run_config(
 def _same_kind(config: RunConfig, fields: dict[str, Any]) -> bool:
     """Whether `fields` keep `config` on its trainer (no task, or a task of the same kind)."""
     task = fields.get("task")
-    return task is None or is_gym_task(str(task)) == isinstance(config, ControlConfig)
+    if task is None:
+        return True
+    if str(task).startswith(TABULAR_PREFIX) or isinstance(config, TabularConfig):
+        return str(task).startswith(TABULAR_PREFIX) and isinstance(config, TabularConfig)
+    return is_gym_task(str(task)) == isinstance(config, ControlConfig)
 
 
 def train(cfg: RunConfig, *, resume: bool = False):
-    """Run `cfg` with its trainer: a ControlResult for a ControlConfig, else a TrainResult."""
+    """Run `cfg` with its trainer: a ControlResult for a ControlConfig, a TabularResult for
+    a TabularConfig, else a TrainResult."""
+    if isinstance(cfg, TabularConfig):
+        from policylab.trainers.tabular import train as train_tabular
+
+        return train_tabular(cfg, resume=resume)
     if isinstance(cfg, ControlConfig):
         from policylab.trainers.control import train as train_control
 

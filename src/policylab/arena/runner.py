@@ -62,12 +62,12 @@ class ArenaSpec:
     task: str
     algos: list[str]
     seeds: list[int]
-    budget: int  # env steps (control), generated samples (language models), tokens (agents)
+    budget: int  # env steps (control), samples (language models), tokens (agents), tabular units
     overrides: dict[str, Any] = field(default_factory=dict)
     baseline: str = ""  # default: the first algorithm
     threshold: float | None = None
     confidence: float = 0.95
-    kind: str = ""  # "control", "llm" or "agent" (a multi-turn task), from the task
+    kind: str = ""  # "control", "llm", "agent" (a multi-turn task) or "tabular", from the task
     budget_unit: str = ""
     # the training field that carries the budget, and its value (steps / total_steps)
     budget_field: str = ""
@@ -108,7 +108,7 @@ def make_spec(
     """Check the settings and turn the budget into the trainer's field; errors before any
     work (unknown algorithm, a budget that does not divide into whole steps, ...)."""
     from policylab import tasks
-    from policylab.config import ControlConfig, known_algorithm
+    from policylab.config import ControlConfig, TabularConfig, known_algorithm
     from policylab.routing import run_config
 
     algos = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
@@ -117,8 +117,10 @@ def make_spec(
         raise ValueError("an arena needs at least one algorithm (--algos a,b,...)")
     if len(set(algos)) != len(algos):
         raise ValueError(f"an algorithm appears twice in {algos}")
+    tabular = str(task).startswith("tabular/")  # methods checked by TabularConfig below
     for entry in algos:
-        known_algorithm(parse_entry(entry)[0])
+        if not tabular:
+            known_algorithm(parse_entry(entry)[0])
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seeds:
         raise ValueError("an arena needs at least one seed")
@@ -127,7 +129,7 @@ def make_spec(
         raise ValueError(f"baseline {baseline!r} is not among the algorithms {algos}")
     overrides = dict(overrides or {})
     reserved = {"algo", "seed", "run_dir", "task", "progress", "steps", "total_steps"}
-    reserved |= {"max_samples", "max_tokens"}
+    reserved |= {"max_samples", "max_tokens", "budget"}
     clash = sorted(reserved & {k for a in algos for k in [*overrides, *parse_entry(a)[1]]})
     if clash:
         raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
@@ -138,6 +140,16 @@ def make_spec(
         for algo, variant in map(parse_entry, algos)
     ]
     cfg = configs[-1]
+    if isinstance(cfg, TabularConfig):
+        # every run is a seeded instance; the budget is the task's unit (gradient
+        # evaluations, episodes, trajectories), the score 1 − gap/gap₀ from the exact oracle
+        from policylab.tabular.catalogue import build
+
+        spec.kind, spec.budget_field = "tabular", "budget"
+        spec.budget_unit = build(cfg.task, 0, **cfg.knobs).budget_unit
+        spec.budget = budget or cfg.budget
+        spec.budget_value = spec.budget
+        return spec
     if isinstance(cfg, ControlConfig):
         spec.kind, spec.budget_unit, spec.budget_field = "control", "env steps", "total_steps"
         spec.budget = budget or cfg.total_steps
@@ -409,6 +421,8 @@ def _axes(spec: ArenaSpec) -> tuple[str, str]:
         return "env_steps", "eval/return_mean"
     if spec.kind == "agent":
         return "budget/tokens", "eval/greedy_accuracy"
+    if spec.kind == "tabular":
+        return "budget/spent", "eval/score"
     return "budget/samples", "eval/greedy_accuracy"
 
 

@@ -1,0 +1,133 @@
+"""The tabular trainer: a registered method on a seeded instance with an exact oracle,
+one loop, read top to bottom (papers/seed_control_theory.md §0.2, docs/theory.md).
+
+Per step: the method's step (an exact gradient and its update, or a sampled estimate, or
+one fitted iteration) → metrics → every `eval_every` steps the oracle scores the policy:
+`eval/score` = 1 − gap/gap₀, `oracle/gap` = optimum − value, where the value is the one
+the task defines (nominal, robust, soft-robust, finite-horizon) → checkpoint. The run
+stops when it has spent `budget` in the task's unit, or at `stop_gap`. The run folder,
+checkpoints and resume are trainers/run.py's, as for the other trainers."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import torch
+
+from policylab.config import TabularConfig
+from policylab.tabular.catalogue import build, tabular_methods
+from policylab.trainers.run import Run, progress_bar
+
+CURVES = ["eval/score", "oracle/gap", "oracle/value", "grad/norm", "inner/iterations"]
+
+
+@dataclass
+class TabularResult:
+    run_dir: str
+    evals: list[dict]
+    spent: int
+    seconds: float
+    optimum: float
+
+
+def train(cfg: TabularConfig, *, resume: bool = False) -> TabularResult:
+    method = tabular_methods.get(cfg.algo)
+    options = method.build_options(cfg.options)  # an unknown option fails before the folder
+    problem = build(cfg.task, cfg.seed, **cfg.knobs)
+    resolved = {
+        "options": dataclasses.asdict(options),
+        "budget_unit": problem.budget_unit,
+        "optimum": problem.optimum,
+        "initial_value": problem.initial,
+    }
+    run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    state = method.init(problem, options, generator)
+    step, spent, evals, elapsed_before = 0, 0, [], 0.0
+    restored = run.load_checkpoint() if resume else None
+    if restored is not None:
+        _, saved = restored
+        state, step, spent = saved["method"], saved["step"], saved["spent"]
+        evals, elapsed_before = saved["evals"], saved["elapsed_s"]
+        generator.set_state(saved["generator"])
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return elapsed_before + time.perf_counter() - started
+
+    def evaluation() -> dict:
+        pi = method.policy(problem, state)
+        value = float(problem.value(pi))
+        row = {
+            "eval/score": problem.score(pi),
+            "oracle/gap": problem.optimum - value,
+            "oracle/value": value,
+            "budget/spent": spent,
+            "time/elapsed_s": elapsed(),
+        }
+        run.log(step, row, kind="eval")
+        evals.append({"step": step, **row})
+        return row
+
+    if step == 0:
+        evaluation()
+    title = f"{cfg.algo} on {cfg.task} (seed {cfg.seed})"
+    fields = {"gap": "gap", "unit": problem.budget_unit}
+    with progress_bar(title, cfg.budget, fields, cfg.progress) as bar:
+        job = bar.add_task(title, total=cfg.budget, completed=spent, gap="", unit="")
+        stop = cfg.stop_gap is not None and evals[-1]["oracle/gap"] <= cfg.stop_gap
+        while spent < cfg.budget and not stop:
+            # 1. one method step: its metrics say what it spent
+            t0 = time.perf_counter()
+            state, metrics = method.step(problem, state, options, generator)
+            step += 1
+            spent += int(metrics.pop("cost"))
+            run.log(
+                step, {"budget/spent": spent, "time/step_s": time.perf_counter() - t0, **metrics}
+            )
+            # 2. the oracle's score, every eval_every steps and at the end
+            last = spent >= cfg.budget
+            if last or step % cfg.eval_every == 0:
+                row = evaluation()
+                stop = cfg.stop_gap is not None and row["oracle/gap"] <= cfg.stop_gap
+            # 3. checkpoint: tensors and plain numbers only
+            if last or stop or (cfg.save_every and step % cfg.save_every == 0):
+                run.save_checkpoint(
+                    step,
+                    {
+                        "step": step,
+                        "spent": spent,
+                        "method": state,
+                        "generator": generator.get_state(),
+                        "evals": evals,
+                        "elapsed_s": elapsed(),
+                    },
+                )
+            bar.update(job, completed=min(spent, cfg.budget), gap=f"{evals[-1]['oracle/gap']:.3g}")
+
+    run.write_curves(CURVES, title=title)
+    run.write_summary(summary(cfg, problem, evals, spent, elapsed()))
+    run.close()
+    return TabularResult(str(run.dir), evals, spent, elapsed(), problem.optimum)
+
+
+def summary(cfg: TabularConfig, problem, evals: list[dict], spent: int, seconds: float) -> str:
+    first, last = evals[0], evals[-1]
+    return "\n".join(
+        [
+            f"# {cfg.algo} on {cfg.task} (seed {cfg.seed})",
+            "",
+            "| | value | gap to the exact optimum | score |",
+            "|---|---|---|---|",
+            f"| start | {first['oracle/value']:.6g} | {first['oracle/gap']:.3g} | "
+            f"{first['eval/score']:.4f} |",
+            f"| end | {last['oracle/value']:.6g} | {last['oracle/gap']:.3g} | "
+            f"{last['eval/score']:.4f} |",
+            "",
+            f"Optimum {problem.optimum:.6g}; spent {spent} {problem.budget_unit} in "
+            f"{seconds:.1f} s.",
+            "",
+        ]
+    )
