@@ -2,13 +2,13 @@
 and `policylab train` (cli.py).
 
 The rule: a task named `tabular/<name>` is a tabular run — a `TabularConfig`, trained by
-trainers/tabular.py against its exact oracle; a task that is a gymnasium environment id (`config.is_gym_task`: CartPole-v1,
-Pendulum-v1, the policylab/... ids) is a control run — a `ControlConfig` with the
-environment's tuned defaults (`config.CONTROL_DEFAULTS`), trained by trainers/control.py;
-any other task (an embedded task, a data file) is a language-model run — a `TrainConfig`,
-trained by trainers/llm.py. The task is read from the explicit fields first, then the
-config (object, dict or YAML file), then a resumed run's saved config; with none given it
-is TrainConfig's default (a language-model task)."""
+trainers/tabular.py against its exact oracle; a task that is a gymnasium environment id
+(`config.is_gym_task`: CartPole-v1, Pendulum-v1, the policylab/... ids) is a control run —
+a `ControlConfig` with the environment's tuned defaults (`config.CONTROL_DEFAULTS`),
+trained by trainers/control.py; any other task (an embedded task, a data file) is a
+language-model run — a `TrainConfig`, trained by trainers/llm.py. The task is read from
+the explicit fields first, then the config (object, dict or YAML file), then a resumed
+run's saved config; with none given it is TrainConfig's default (a language-model task)."""
 
 from __future__ import annotations
 
