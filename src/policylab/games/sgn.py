@@ -92,7 +92,8 @@ def two_player_band(
 
 def expand_weights(w: torch.Tensor, player_dims: tuple[int, ...]) -> torch.Tensor:
     """Diagonal of M = blockdiag(w_i I_{d_i}): [..., d] from w: [..., N]."""
-    return torch.repeat_interleave(w, torch.tensor(player_dims), dim=-1)
+    owner = [i for i, n in enumerate(player_dims) for _ in range(n)]
+    return w[..., owner]
 
 
 def metric_lipschitz(jacobians: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -184,7 +185,7 @@ def _objective(bounds, jacobians, dims, w: torch.Tensor, objective: str) -> torc
     return _score(alpha, metric_lipschitz(jacobians, expand_weights(w, dims)), objective)
 
 
-def _refine_ratio(bounds, jacobians, dims, w, cands, objective, steps: int = 40):
+def _refine_ratio(bounds, jacobians, dims, w, cands, objective, steps: int = 30):
     """Golden-section search on log r between the grid neighbours of the best r [ours]."""
     ratios = torch.sort(cands[:, 1]).values
     k = int(torch.searchsorted(ratios, w[1]))
@@ -196,9 +197,17 @@ def _refine_ratio(bounds, jacobians, dims, w, cands, objective, steps: int = 40)
         trial = torch.tensor([[1.0, math.exp(t)]], dtype=F64)
         return float(_objective(bounds, jacobians, dims, trial, objective)[0])
 
+    t1, t2 = hi - golden * (hi - lo), lo + golden * (hi - lo)
+    v1, v2 = value(t1), value(t2)
     for _ in range(steps):
-        t1, t2 = hi - golden * (hi - lo), lo + golden * (hi - lo)
-        lo, hi = (lo, t2) if value(t1) >= value(t2) else (t1, hi)
+        if v1 >= v2:
+            hi, t2, v2 = t2, t1, v1
+            t1 = hi - golden * (hi - lo)
+            v1 = value(t1)
+        else:
+            lo, t1, v1 = t1, t2, v2
+            t2 = lo + golden * (hi - lo)
+            v2 = value(t2)
     best = torch.tensor([1.0, math.exp(0.5 * (lo + hi))], dtype=F64)
     return best if value(math.log(best[1])) > value(math.log(w[1])) else w
 
