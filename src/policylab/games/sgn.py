@@ -16,10 +16,10 @@ With block bounds μ_i ≤ λ_min(J_ii), L_ij ≥ ‖J_ij‖₂ (see `games.game
   p = (μ₁−α)(μ₂−α) > L₁₂L₂₁; r± = [2p − L₁₂L₂₁ ± 2√(p(p − L₁₂L₂₁))]/L₂₁² [code
   `two_player_band`].
 - Weight search: two players, the code's log grid r ∈ [0.1, 1e4] (161 points) [code
-  config.py] joined with 64 points inside the band [ours]; N ≥ 3, w = v/u with
-  u = A⁻¹1, v = A⁻ᵀ1 (the M-matrix diagonal scaling, which makes C(w) positive definite
-  whenever any w does) then coordinate refinement [ours]. The pick maximises α*/β² (Euler)
-  or α*/β (RK4) [code `compute_metrics`].
+  config.py] joined with 32 points inside the band, then golden-section on log r [ours];
+  N ≥ 3, w = v/u with u = A⁻¹1, v = A⁻ᵀ1 (the M-matrix diagonal scaling, which makes C(w)
+  positive definite whenever any w does) then coordinate refinement [ours]. The pick
+  maximises α*/β² (Euler) or α*/β (RK4) [code `compute_metrics`].
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from policylab.games.game import (
 
 RK4_C4 = 2.5  # [code LQ_GAMES/config.py:WeightSearchConfig.rk4_c4]
 RATIO_GRID = (1e-1, 1e4, 161)  # [code LQ_GAMES/config.py:WeightSearchConfig]
-BAND_POINTS = 64  # [ours] extra ratios strictly inside the closed-form band
+BAND_POINTS = 32  # [ours] extra ratios strictly inside the closed-form band
 OBJECTIVES = ("euler", "rk4")
 
 
@@ -187,7 +187,7 @@ def _objective(bounds, jacobians, dims, w: torch.Tensor, objective: str) -> torc
 
 def _refine_ratio(bounds, jacobians, dims, w, cands, objective, steps: int = 30):
     """Golden-section search on log r between the grid neighbours of the best r [ours]."""
-    ratios = torch.sort(cands[:, 1]).values
+    ratios = torch.sort(cands[:, 1]).values  # the certified ratios (all inside the band)
     k = int(torch.searchsorted(ratios, w[1]))
     lo = float(ratios[max(k - 1, 0)].log())
     hi = float(ratios[min(k + 1, ratios.numel() - 1)].log())
@@ -253,8 +253,12 @@ def sgn_certificate(
         if cands.shape[1] != n or bool((cands <= 0).any()):
             raise ValueError(f"weights = {cands.tolist()}: need {n} positive block weights")
     alpha = sgn_margin(bounds.mu, bounds.L, cands)
-    beta = metric_lipschitz(jacobians, expand_weights(cands, dims))
-    w = cands[int(_score(alpha, beta, objective).argmax())]
+    if bool((alpha > 0).any()):  # β only where it can matter: the certified weights
+        cands, alpha = cands[alpha > 0], alpha[alpha > 0]
+        beta = metric_lipschitz(jacobians, expand_weights(cands, dims))
+        w = cands[int(_score(alpha, beta, objective).argmax())]
+    else:
+        w = cands[int(alpha.argmax())]
     if isinstance(weights, str) and float(sgn_margin(bounds.mu, bounds.L, w)) > 0:
         refine = _refine_ratio if n == 2 else _refine
         w = refine(bounds, jacobians, dims, w, cands, objective)

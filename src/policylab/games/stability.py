@@ -5,7 +5,7 @@ thresholds (spec §4.2; code AashVed/SmallGainNash LQ_GAMES/compute_stability.py
 - h_stab: the largest h with ρ(T(h')) ≤ 1 for every h' ∈ (0, h]. Euler in closed form:
   |1 − hλ|² ≤ 1 ⇔ h ≤ 2·Re λ/|λ|², so h_stab = min_k 2·Re λ_k/|λ_k|² (0 if some
   Re λ_k ≤ 0) [ours; the code bisects on a grid]. RK4: per eigenvalue, first exit of
-  |P(−hλ)| ≤ 1 on a grid of h|λ| ∈ [0, 4] (step 1e-3) refined by bisection [ours].
+  |P(−hλ)| ≤ 1 on a grid of h|λ| ∈ [0, 4] (step 4e-3) refined by bisection [ours].
 - ‖T‖_M = ‖M^{1/2} T M^{−1/2}‖₂, M = diag(m).
 """
 
@@ -16,7 +16,7 @@ import torch
 from policylab.games.game import F64
 
 METHODS = ("euler", "rk4")
-RK4_SCAN = torch.linspace(0.0, 4.0, 4001, dtype=F64)  # [ours] grid of h·|λ|
+RK4_SCAN = torch.linspace(0.0, 4.0, 1001, dtype=F64)  # [ours] grid of h·|λ|
 
 
 def _check_square(J: torch.Tensor) -> torch.Tensor:
