@@ -180,3 +180,11 @@ def test_validation_names_the_field():
         two_player_band(torch.ones(3), torch.zeros(3, 3))
     with pytest.raises(ValueError, match="symmetric"):
         linear_game(torch.tensor([[1.0, 2.0], [0.0, 1.0]]), (2,))
+
+
+def test_rk4_objective_maximises_alpha_over_beta():
+    euler = sgn_certificate(J2, player_dims=(1, 1))
+    rk4 = sgn_certificate(J2, player_dims=(1, 1), objective="rk4")
+    assert rk4.certified and rk4.h_rk4 == pytest.approx(2.5 / rk4.beta)
+    assert rk4.alpha / rk4.beta >= euler.alpha / euler.beta - 1e-12
+    assert euler.alpha / euler.beta**2 >= rk4.alpha / rk4.beta**2 - 1e-12

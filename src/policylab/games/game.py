@@ -3,7 +3,7 @@ minimises its cost f_i(x) (Sharma, Small-Gain Nash, arXiv:2512.06791, §2; spec 
 
 - pseudo-gradient F(x) = (∇_{x_1} f_1(x), …, ∇_{x_N} f_N(x)): [d]; simultaneous gradient
   play is x ← x − h·F(x).
-- game Jacobian J(x) = ∂F/∂x: [d, d] (torch.func.jacrev); block J_ij = ∇²_{x_i x_j} f_i.
+- game Jacobian J(x) = ∂F/∂x: [d, d] (reverse-mode autograd); block J_ij = ∇²_{x_i x_j} f_i.
 - block bounds on a region (points): μ_i = min_x λ_min(J_ii(x)), L_ij = max_x ‖J_ij(x)‖₂,
   β = max_x ‖J(x)‖₂ — exact for a quadratic game (constant J), estimates otherwise
   (spec §4.3: "sampled regions give estimates, not proofs").
@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch.func import grad, jacrev
 
 F64 = torch.float64
 MAX_REGION_POINTS = 4096  # [ours] beyond this a box grid is refused; pass points instead
@@ -72,17 +71,31 @@ def _check_point(game: DifferentiableGame, x: torch.Tensor) -> None:
 
 
 def pseudo_gradient(game: DifferentiableGame, x: torch.Tensor) -> torch.Tensor:
-    """F(x) = (∇_{x_i} f_i(x))_i: [d] for x: [d] (each player's own-block gradient)."""
+    """F(x) = (∇_{x_i} f_i(x))_i: [d] for x: [d] (each player's own-block gradient).
+
+    Differentiable in x (the graph is kept), so `game_jacobian` can differentiate it again.
+    """
     _check_point(game, x)
-    slices = player_slices(game.player_dims)
-    parts = [grad(f)(x)[s] for f, s in zip(game.costs, slices, strict=True)]
-    return torch.cat(parts)
+    with torch.enable_grad():
+        z = x if x.requires_grad else x.detach().requires_grad_(True)
+        parts = []
+        for f, s in zip(game.costs, player_slices(game.player_dims), strict=True):
+            (g,) = torch.autograd.grad(f(z), z, create_graph=True, allow_unused=True)
+            parts.append(torch.zeros_like(z[s]) if g is None else g[s])
+    F = torch.cat(parts)
+    return F if x.requires_grad else F.detach()
 
 
 def game_jacobian(game: DifferentiableGame, x: torch.Tensor) -> torch.Tensor:
-    """J(x) = ∂F/∂x: [d, d] by torch.func.jacrev of the pseudo-gradient."""
+    """J(x) = ∂F/∂x: [d, d], row i the gradient of F_i (reverse mode, as torch.func.jacrev).
+
+    torch.autograd rather than torch.func.jacrev [ours]: the latter imports torch._dynamo on
+    first use (seconds on 2 cores) for the same numbers.
+    """
     _check_point(game, x)
-    return jacrev(lambda z: pseudo_gradient(game, z))(x)
+    return torch.autograd.functional.jacobian(
+        lambda z: pseudo_gradient(game, z), x.detach(), create_graph=False, vectorize=False
+    ).detach()
 
 
 def box_points(low: torch.Tensor, high: torch.Tensor, per_axis: int = 2) -> torch.Tensor:
