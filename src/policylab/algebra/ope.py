@@ -158,7 +158,8 @@ def _first_order_terms(log_rho, rewards, values, valid, gamma):
 def taylor1(logp, behaviour_logp, rewards, values, mask, cfg: OPEOptions) -> torch.Tensor:
     """First-order expansion (TRPO/PPO surrogate): V̂ = V₀ + Σ_t γᵗ (ρ_t − 1)·sg(Ĝ_t − V_t)
     [code Firstorder_evaluation]. Only per-step ratios: its Hessian has no cross-state
-    terms, and its gradient weights Q^μ rather than Q^π (biased once π ≠ μ)."""
+    terms, and its gradient weights Q^μ rather than Q^π (biased once π ≠ μ). The sg only
+    matters for a critic that depends on θ; with data rewards and values it is a no-op."""
     valid = _check_rows(logp, behaviour_logp, rewards, values, mask)
     log_rho = _log_ratio(logp, behaviour_logp, valid)
     _, _, e = _first_order_terms(log_rho, rewards, values, valid, cfg.gamma)
