@@ -140,10 +140,12 @@ def main() -> None:
     start = time.perf_counter()
     runs = [one_run(args, s, i) for s in range(args.seeds) for i in range(args.mdps)]
     n = len(runs)
-    print(f"{n} runs ({args.seeds} seeds × {args.mdps} MDPs), {args.trajectories} trajectories, "
-          f"current = {args.current}, oracle = {args.oracle}, "
-          f"{time.perf_counter() - start:.0f} s; mean ESS of whole-trajectory IS weights "
-          f"{np.mean([r['ess'][0] for r in runs]):.1f}")
+    print(
+        f"{n} runs ({args.seeds} seeds × {args.mdps} MDPs), {args.trajectories} trajectories, "
+        f"current = {args.current}, oracle = {args.oracle}, "
+        f"{time.perf_counter() - start:.0f} s; mean ESS of whole-trajectory IS weights "
+        f"{np.mean([r['ess'][0] for r in runs]):.1f}"
+    )
     print("| estimator | gradient cosine (95% CI) | Hessian cosine (95% CI) |")
     print("|---|---|---|")
     table = {}
@@ -151,7 +153,9 @@ def main() -> None:
         g = t_interval(np.array([r[row][0] for r in runs]))
         h = t_interval(np.array([r[row][1] for r in runs]))
         table[row] = (g, h)
-        print(f"| {row} | {g[0]:.3f} [{g[1]:.3f}, {g[2]:.3f}] | {h[0]:.3f} [{h[1]:.3f}, {h[2]:.3f}] |")
+        print(
+            f"| {row} | {g[0]:.3f} [{g[1]:.3f}, {g[2]:.3f}] | {h[0]:.3f} [{h[1]:.3f}, {h[2]:.3f}] |"
+        )
 
     def above(a: str, b: str, k: int) -> bool:  # a's interval entirely above b's
         return table[a][k][1] > table[b][k][2]

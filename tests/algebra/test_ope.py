@@ -94,7 +94,9 @@ def test_bandit_gradient_hessian_and_stepwise_is():
     f = lambda th: truncated_value(P, r[None], th[None], 0, 0.9, 1)  # noqa: E731
     want_H = t([[0.038381, 0.011451, -0.049831], [0.011451, -0.067116, 0.055666]])
     want_H = torch.cat([want_H, t([[-0.049831, 0.055666, -0.005834]])])
-    torch.testing.assert_close(grad(f)(theta), t([0.175566, -0.159371, -0.016195]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        grad(f)(theta), t([0.175566, -0.159371, -0.016195]), atol=1e-6, rtol=0
+    )
     torch.testing.assert_close(hessian(f)(theta), want_H, atol=1e-6, rtol=0)
 
     # E_{a∼uniform}[∇²(π(a)/μ(a))·r(a)]: one row per arm, equal weights.
@@ -231,7 +233,9 @@ def test_log_space_ratios_survive_tiny_probabilities():
     rewards = torch.ones(1, T, dtype=D)
     ret = (1 - GAMMA**T) / (1 - GAMMA)
     for name in NAMES:
-        v = ope_estimators.get(name)(logp, logp, rewards, torch.zeros(1, T + 1), torch.ones(1, T), CFG)
+        v = ope_estimators.get(name)(
+            logp, logp, rewards, torch.zeros(1, T + 1), torch.ones(1, T), CFG
+        )
         want = 0.0 if name.startswith("taylor") else ret
         assert v.item() == pytest.approx(want, rel=1e-12), name
 
@@ -240,7 +244,12 @@ def test_zero_behaviour_probability_is_an_error():
     blp = t([[0.0, -math.inf]])
     with pytest.raises(ValueError, match=r"behaviour_logp\[0, 1\].*μ\(a\|s\) must be > 0"):
         ope_estimators.get("stepwise_is")(
-            torch.zeros(1, 2, dtype=D), blp, torch.zeros(1, 2), torch.zeros(1, 3), torch.ones(1, 2), CFG
+            torch.zeros(1, 2, dtype=D),
+            blp,
+            torch.zeros(1, 2),
+            torch.zeros(1, 3),
+            torch.ones(1, 2),
+            CFG,
         )
     with pytest.raises(ValueError, match=r"behaviour_probs\[1, 0\] = 0.0"):
         require_coverage(t([[0.5, 0.5], [0.1, 0.9]]), t([[0.5, 0.5], [0.0, 1.0]]))
@@ -273,7 +282,9 @@ def test_truncated_value_limits_and_errors():
     P, R = mdp2()
     uniform = torch.zeros(2, 2, dtype=D)
     # T0.1: V^uniform(0) = 7.773973; 400 sweeps approach it within γ^400·R_max/(1 − γ).
-    assert truncated_value(P, R, uniform, 0, GAMMA, None).item() == pytest.approx(7.773973, abs=1e-6)
+    assert truncated_value(P, R, uniform, 0, GAMMA, None).item() == pytest.approx(
+        7.773973, abs=1e-6
+    )
     assert truncated_value(P, R, uniform, 0, GAMMA, 400).item() == pytest.approx(7.773973, abs=1e-6)
     assert truncated_value(P, R, uniform, 1, GAMMA, 1).item() == pytest.approx(1.0)  # (0 + 2)/2
     bad = P.clone()

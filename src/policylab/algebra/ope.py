@@ -65,7 +65,9 @@ def _check_rows(logp, behaviour_logp, rewards, values, mask) -> torch.Tensor:
         raise ValueError(f"values must be [B, T+1] = {(B, T + 1)}, got {tuple(values.shape)}")
     valid = mask > 0
     if bool((valid[:, 1:] & ~valid[:, :-1]).any()):
-        raise ValueError("mask must be right-padded (ones then zeros in each row); a row has a hole")
+        raise ValueError(
+            "mask must be right-padded (ones then zeros in each row); a row has a hole"
+        )
     bad = valid & ~torch.isfinite(behaviour_logp.detach())
     if bool(bad.any()):
         b, t = (int(i) for i in bad.nonzero()[0])
