@@ -80,11 +80,13 @@ def grid_check(tree: Node, system: System, points_per_dim: int, radius: float) -
     """The weaker sampled check on a grid of `points_per_dim`^n points (see module doc)."""
     axes = [
         torch.linspace(lo, hi, points_per_dim, dtype=torch.float64)
-        for lo, hi in zip(system.low, system.high)
+        for lo, hi in zip(system.low, system.high, strict=True)
     ]
     x = torch.cartesian_prod(*axes).reshape(-1, system.n).requires_grad_(True)
     outside = x.detach().norm(dim=-1) >= radius
-    h = max((hi - lo) / (points_per_dim - 1) for lo, hi in zip(system.low, system.high))
+    h = max(
+        (hi - lo) / (points_per_dim - 1) for lo, hi in zip(system.low, system.high, strict=True)
+    )
     reach = h * math.sqrt(system.n) / 2  # farthest distance from a box point to the grid
     v = evaluate(tree, x)
     v0 = evaluate(tree, torch.zeros(1, system.n, dtype=torch.float64))
