@@ -117,12 +117,15 @@ def evaluate(tree: Node, x: torch.Tensor) -> torch.Tensor:
 
 
 def value_and_lie_derivative(
-    tree: Node, dynamics: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+    V: Node | Callable[[torch.Tensor], torch.Tensor],
+    dynamics: Callable[[torch.Tensor], torch.Tensor],
+    x: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(V(x) [N], V̇(x) = ∇V(x)·f(x) [N]) by autograd; `dynamics` maps x [N, n] → ẋ [N, n].
-    A V that does not depend on x has ∇V = 0."""
+    """(V(x) [N], V̇(x) = ∇V(x)·f(x) [N]) by autograd, for a parsed tree or any
+    differentiable V: x [N, n] → [N]; `dynamics` maps x [N, n] → ẋ [N, n]. A V that does
+    not depend on x has ∇V = 0."""
     x = x.detach().clone().requires_grad_(True)
-    value = evaluate(tree, x)
+    value = evaluate(V, x) if isinstance(V, Node) else V(x)
     if value.requires_grad:
         (grad,) = torch.autograd.grad(value.sum(), x, allow_unused=True)
     else:
