@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from policylab.algebra.kl import kl_estimators, kl_reward_penalty
@@ -397,3 +398,39 @@ def gae_returns(
     """Value targets of GAE: ret = Â + V (not whitened), 0 where the mask is 0."""
     _, returns = _backward_discounted(token_rewards, values, response_mask, gamma, lam)
     return returns
+
+
+# ---- risk-seeking policy gradient (DSO; Lyapunov search, arXiv:2502.02014) ------------------
+@dataclass(frozen=True)
+class QuantileBaselineOptions:
+    epsilon: float = option(0.1, "ε: the baseline is the (1 − ε)-quantile of the batch's rewards")
+
+    def __post_init__(self) -> None:
+        check_range("quantile_baseline", "epsilon", self.epsilon, low=0.0, high=1.0, low_open=True)
+
+
+def reward_quantile(rewards: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """R_ε, the (1 − ε)-quantile of the finite rewards [B] with numpy's "higher"
+    interpolation (the sorted value at index ⌈virtual index⌉) [code DSO train.py
+    `np.quantile(r, 1 - epsilon, interpolation="higher")`] — computed by numpy itself, so
+    float rounding of the index matches DSO exactly. NaN when no reward is finite."""
+    finite = rewards[torch.isfinite(rewards)].detach().double()
+    if finite.numel() == 0:
+        return torch.tensor(float("nan"), dtype=torch.float64)
+    return torch.tensor(np.quantile(finite.numpy(), 1.0 - epsilon, method="higher"))
+
+
+@advantage_estimators.register("quantile_baseline", config=QuantileBaselineOptions)
+def quantile_baseline_advantages(rollouts: Rollouts, cfg: QuantileBaselineOptions) -> torch.Tensor:
+    """Risk-seeking PG's advantage: A_i = R_i − R_ε over the whole batch (not per group),
+    R_ε = the (1 − ε)-quantile of the batch's rewards ("higher") [paper arXiv:2502.02014
+    §6.1 via DSO, Petersen et al. arXiv:1912.04871 eq. 3; code DSO train.py baseline "R_e"].
+
+    Rows below R_ε get a negative A here; the selection `top_quantile(ε)` drops them, as
+    DSO trains on the kept rows only. A NaN reward gets A = 0. All rewards equal → A = 0.
+    Shapes: rewards [B] → A [B, T] on the valid tokens."""
+    rewards = rollouts.rewards.double()
+    threshold = reward_quantile(rewards, cfg.epsilon)
+    finite = torch.isfinite(rewards)
+    adv = torch.where(finite, rewards - threshold, torch.zeros_like(rewards))
+    return broadcast_to_tokens(adv, rollouts.response_mask)

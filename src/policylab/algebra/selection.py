@@ -9,7 +9,7 @@ token_weight (`Selection.apply`). Each selection declares when it runs (`stage`)
   `advantages=None`. `all`, and `dynamic_sampling` (DAPO's group filter;
   workflows/rounds.py refills the step with new rounds).
 - "advantages": once per step on the advantages of the kept groups, with `state` =
-  {"step": steps done, "total_steps": n}. `d3s` (D³S).
+  {"step": steps done, "total_steps": n}. `d3s` (D³S), `top_quantile` (risk-seeking PG).
 - "learn": on every micro-batch inside the update, with the forward pass's tensors in
   `rollouts.extras` (CAPO, algebra/capo.py).
 
@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from policylab.algebra.advantages import reward_quantile
 from policylab.algebra.capo import CapoOptions, CurvatureState, capo_mask
 from policylab.algebra.options import check_choice, check_range, option
 from policylab.registry import Registry
@@ -281,6 +282,38 @@ def max_variance_subset(values: torch.Tensor, n: int) -> torch.Tensor:
 
 def _population_var(values: torch.Tensor) -> float:
     return float(values.double().var(unbiased=False)) if len(values) else 0.0
+
+
+@dataclass(frozen=True)
+class TopQuantileOptions:
+    epsilon: float = option(0.1, "ε: keep the rows whose reward is at least the (1 − ε)-quantile")
+
+    def __post_init__(self) -> None:
+        check_range("top_quantile", "epsilon", self.epsilon, low=0.0, high=1.0, low_open=True)
+
+
+@selections.register("top_quantile", config=TopQuantileOptions)
+@runs_at("advantages")
+def top_quantile(
+    rollouts: Rollouts, advantages: torch.Tensor, cfg: TopQuantileOptions, state: Any = None
+) -> Selection:
+    """Risk-seeking PG's filter: keep row i iff R_i ≥ R_ε, R_ε the (1 − ε)-quantile of the
+    whole step's finite rewards with numpy's "higher" interpolation, so every row tied at
+    R_ε is kept [paper arXiv:2502.02014 §6.1; code DSO train.py `keep = r >= quantile`].
+    Runs once per step after the advantage (so `quantile_baseline` sees the same batch);
+    NaN rewards are dropped. Shapes: rewards [B]; row_keep [B]; token_weight [B, T] ones.
+    Metrics: rs/quantile (R_ε), rs/kept_frac."""
+    rewards = rollouts.rewards.detach().double()
+    threshold = reward_quantile(rewards, cfg.epsilon)
+    keep = torch.isfinite(rewards) & (rewards >= threshold)
+    return Selection(
+        row_keep=keep,
+        token_weight=torch.ones_like(rollouts.response_mask, dtype=torch.float32),
+        metrics={
+            "rs/quantile": float(threshold),
+            "rs/kept_frac": float(keep.double().mean()) if len(keep) else 0.0,
+        },
+    )
 
 
 @selections.register("capo", config=CapoOptions)

@@ -14,6 +14,7 @@ shipped model to learn on a CPU.
 | countdown  | `3 5 7 -> 22:`         | `3*5+7`            | numbers, target             |
 | sudoku4    | `1.3434.2214..321:`    | `1234341221434321` | puzzle, solution            |
 | plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
+| lyapunov   | `x1'=x2 x2'=-sin(x1)-0.1x2 V:` | `--^2c1c1` | check, states_seed    |
 
 Knobs (defaults): arithmetic digits=2, ops="+", n_operands=2; countdown n_numbers=3,
 max_number=20, max_target=100; sudoku4 blanks=11, partial_credit=False; plan_path size=5,
@@ -49,13 +50,23 @@ from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extrac
 from policylab.tasks.countdown import Countdown
 from policylab.tasks.countdown_calc import CountdownCalc
 from policylab.tasks.files import FileTask, looks_like_data
+from policylab.tasks.lyapunov import Lyapunov
 from policylab.tasks.plan_path import PlanPath
 from policylab.tasks.plan_path_fog import PlanPathFog
 from policylab.tasks.plan_path_moves import PlanPathMoves
 from policylab.tasks.sudoku4 import Sudoku4
 
 task_classes: Registry[type[Task]] = Registry("task")
-for _cls in (Arithmetic, Countdown, CountdownCalc, PlanPath, PlanPathFog, PlanPathMoves, Sudoku4):
+for _cls in (
+    Arithmetic,
+    Countdown,
+    CountdownCalc,
+    Lyapunov,
+    PlanPath,
+    PlanPathFog,
+    PlanPathMoves,
+    Sudoku4,
+):
     task_classes.add(_cls.name, _cls)
 
 
