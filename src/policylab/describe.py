@@ -16,6 +16,7 @@ from policylab.algebra.aggregate import AGG_MODES
 from policylab.algebra.catalogue import (
     advantage_estimators,
     kl_estimators,
+    ope_estimators,
     policy_losses,
     reward_shapers,
     selections,
@@ -41,6 +42,7 @@ REGISTRIES: tuple[Registry, ...] = (
     reward_shapers,
     selections,
     stages,
+    ope_estimators,
 )
 # each table's heading: the plural of the registry's kind ("policy loss" → "policy losses")
 _TITLES = {
@@ -51,6 +53,8 @@ _TITLES = {
     "reward shaping": "reward shaping rules",
     "selection": "selections",
     "stage": "stages (sampler=, augment=; selections run as stages too)",
+    "OPE estimator": "off-policy value estimators, differentiable for higher-order "
+    "derivatives (algebra/ope.py; docs/theory.md)",
 }
 
 
