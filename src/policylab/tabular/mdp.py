@@ -201,7 +201,7 @@ def ring_mdp(rewards=TOY10_REWARDS, *, slip: float = 0.01, gamma: float = 0.95) 
             P[s, a, nxt] += 1 - 2 * slip
             P[s, a, (nxt - 1) % S] += slip
             P[s, a, (nxt + 1) % S] += slip
-    return TabularMDP(P, r.unsqueeze(-1).expand(S, 3), torch.full((S,), 1.0 / S), gamma)
+    return TabularMDP(P, r.unsqueeze(-1).expand(S, 3), torch.full((S,), 1.0 / S, dtype=DTYPE), gamma)
 
 
 def finite_garnet(
@@ -213,4 +213,4 @@ def finite_garnet(
         n_states, n_actions, branches, seed=seed, reward_scale=1.0, next_state_rewards=False
     )
     S = n_states
-    return FiniteHorizonMDP(base.P, base.R[..., 0], torch.full((S,), 1.0 / S), horizon)
+    return FiniteHorizonMDP(base.P, base.R[..., 0], torch.full((S,), 1.0 / S, dtype=DTYPE), horizon)
