@@ -98,20 +98,27 @@ def run_rate(args) -> None:
                 f"| {n} | {m:.4g} [{lo:.3g}, {hi:.3g}] | {zeros}/{args.seeds} | "
                 f"{vm:.4g} [{vlo:.3g}, {vhi:.3g}] |"
             )
-        for label, table in (("‖V̂ − V*‖_∞", verr), ("suboptimality", subopt)):
-            slopes = []
-            for i in range(args.seeds):
-                pts = [(math.log(n), math.log(table[n][i])) for n in ns if table[n][i] > 1e-12]
-                if len(pts) >= 3:
-                    slopes.append(stats.linregress(*zip(*pts, strict=True)).slope)
-            if len(slopes) >= 2:
-                m, lo, hi = t_interval(slopes)
-                print(
-                    f"\nlog-log slope of {label} vs n: {m:.3f} [{lo:.3f}, {hi:.3f}] "
-                    f"({len(slopes)} seeds with ≥ 3 non-zero points)"
-                )
-            else:
-                print(f"\nlog-log slope of {label}: too few non-zero points ({len(slopes)} seeds)")
+        for low in sorted({ns[0], args.fit_min}):
+            for label, table in (("‖V̂ − V*‖_∞", verr), ("suboptimality", subopt)):
+                print(log_log_slope(label, table, [n for n in ns if n >= low], args.seeds))
+
+
+def log_log_slope(label: str, table: dict, ns: list[int], seeds: int) -> str:
+    """Each seed's least-squares slope of log(error) on log(n) over its non-zero points
+    (at least 3), then the mean and a 95% t interval over seeds."""
+    slopes = []
+    for i in range(seeds):
+        pts = [(math.log(n), math.log(table[n][i])) for n in ns if table[n][i] > 1e-12]
+        if len(pts) >= 3:
+            slopes.append(stats.linregress(*zip(*pts, strict=True)).slope)
+    where = f"n ∈ [{ns[0]}, {ns[-1]}]"
+    if len(slopes) < 2:
+        return f"\nlog-log slope of {label} over {where}: too few non-zero points"
+    m, lo, hi = t_interval(slopes)
+    return (
+        f"\nlog-log slope of {label} over {where}: {m:.3f} [{lo:.3f}, {hi:.3f}] "
+        f"({len(slopes)} seeds with ≥ 3 non-zero points)"
+    )
 
 
 def run_arena(args) -> None:
@@ -156,6 +163,7 @@ def main() -> None:
     parser.add_argument("--beta", type=float, default=3.0)
     parser.add_argument("--tasks", default="soft_robust_garnet,soft_robust_ring")
     parser.add_argument("--ns", default=None, help="samples per (s, a), comma-separated")
+    parser.add_argument("--fit-min", type=int, default=300, help="rate: also fit n ≥ this")
     parser.add_argument("--max-updates", type=int, default=50_000)
     parser.add_argument("--max-iter", type=int, default=5_000)
     parser.add_argument("--threads", type=int, default=1)
