@@ -2,8 +2,6 @@
 the PG theorem against central finite differences, β → 0, bad input, and the registered
 methods and tasks."""
 
-import math
-
 import pytest
 import torch
 
@@ -262,9 +260,10 @@ def test_soft_robust_pg_first_step_by_hand_and_ascent():
 
 
 def test_rfzi_and_fitted_q_share_the_data_and_rfzi_reaches_the_optimum_with_ample_data():
-    problem = build("tabular/soft_robust_garnet", 0, n_states=5, n_actions=3, beta=1.0)
+    problem = build("tabular/soft_robust_garnet", 4, n_states=5, n_actions=3, beta=1.0)
+    assert problem.extras["neutral_optimum_differs"]  # so the neutral fit cannot pass for RFZI
     rfzi, fqi = tabular_methods.get("rfzi"), tabular_methods.get("fitted_q")
-    options = rfzi.build_options({"samples_per_pair": 3000})
+    options = rfzi.build_options({"samples_per_pair": 500})
     a = rfzi.init(problem, options, torch.Generator().manual_seed(5))
     b = fqi.init(problem, options, torch.Generator().manual_seed(5))
     assert torch.equal(a["s_next"], b["s_next"])
@@ -272,4 +271,4 @@ def test_rfzi_and_fitted_q_share_the_data_and_rfzi_reaches_the_optimum_with_ampl
         a, _ = rfzi.step(problem, a, options, None)
         b, _ = fqi.step(problem, b, options, None)
     assert problem.gap(rfzi.policy(problem, a)) < 1e-6
-    assert math.isfinite(problem.value(fqi.policy(problem, b)))
+    assert problem.gap(fqi.policy(problem, b)) > 1e-3
