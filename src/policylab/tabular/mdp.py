@@ -201,7 +201,9 @@ def ring_mdp(rewards=TOY10_REWARDS, *, slip: float = 0.01, gamma: float = 0.95) 
             P[s, a, nxt] += 1 - 2 * slip
             P[s, a, (nxt - 1) % S] += slip
             P[s, a, (nxt + 1) % S] += slip
-    return TabularMDP(P, r.unsqueeze(-1).expand(S, 3), torch.full((S,), 1.0 / S, dtype=DTYPE), gamma)
+    return TabularMDP(
+        P, r.unsqueeze(-1).expand(S, 3), torch.full((S,), 1.0 / S, dtype=DTYPE), gamma
+    )
 
 
 def finite_garnet(

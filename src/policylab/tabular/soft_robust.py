@@ -388,25 +388,13 @@ def soft_problem(mdp: TabularMDP, beta: float, initial: torch.Tensor) -> Problem
     )
 
 
-def toy10_ring(slip: float = 0.01, gamma: float = 0.95) -> TabularMDP:
-    """mdp.ring_mdp with the Toy-10 rewards. Its ρ is built by torch.full in the default
-    dtype (float32), whose sum misses 1 by more than the 1e-9 check — so the default dtype
-    is float64 while it builds (a workaround until mdp.py builds ρ in float64)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(DTYPE)
-    try:
-        return ring_mdp(slip=slip, gamma=gamma)
-    finally:
-        torch.set_default_dtype(previous)
-
-
 def soft_robust_ring(
     seed: int, beta: float = 3.0, slip: float = 0.01, gamma: float = 0.95
 ) -> Problem:
     """The code's Toy-10 ring [code PG_train.py: β 3, p 0.01, γ 0.95]. The ring is one fixed
     MDP, so the seed varies the start: seed 0 is the code's uniform policy, any other seed a
     random one (rows ∝ U(0.1, 0.5)) [ours]; offline methods also draw their data by seed."""
-    mdp = toy10_ring(slip, gamma)
+    mdp = ring_mdp(slip=slip, gamma=gamma)
     g = torch.Generator().manual_seed(10_000 + seed)
     start = mdp.uniform_policy() if seed == 0 else random_policy(mdp.n_states, 3, g)
     return soft_problem(mdp, beta, start)
