@@ -118,3 +118,38 @@ def test_cli_train_list_and_describe(tmp_path, capsys):
     assert "Proj_Δ" in capsys.readouterr().out
     assert main(["list"]) == 0
     assert "tabular/robust_garnet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "algo, task, knobs",
+    [
+        ("drpg", "tabular/robust_garnet", {}),
+        ("sampled_pg", "tabular/garnet", {"sampled": True, "n_states": 4}),
+    ],
+)
+def test_checkpoints_load_without_unpickling_code(tmp_path, algo, task, knobs):
+    import torch
+
+    from policylab.trainers.run import latest_checkpoint
+
+    cfg = config(
+        tmp_path, algo=algo, task=task, knobs=knobs, budget=2048 if knobs else 4, eval_every=2
+    )
+    result = routing.train(cfg)
+    state = torch.load(latest_checkpoint(result.run_dir) / "state.pt", weights_only=True)
+    assert state["spent"] == result.spent
+
+
+@pytest.mark.parametrize("loss", ["ppo_clip", "reinforce"])
+def test_sampled_pg_learns_from_the_simulator_with_registered_losses(loss):
+    import torch
+
+    problem = build("tabular/garnet", 3, n_states=5, n_actions=3, sampled=True)
+    method = tabular_methods.get("sampled_pg")
+    options = method.build_options({"loss": loss})
+    generator = torch.Generator().manual_seed(0)
+    state = method.init(problem, options, generator)
+    for _ in range(30):
+        state, metrics = method.step(problem, state, options, generator)
+    assert metrics["cost"] == 16 * 32
+    assert problem.score(method.policy(problem, state)) > 0.6

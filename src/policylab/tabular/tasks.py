@@ -79,9 +79,16 @@ def robust_garnet(
 
 
 def nominal_garnet(
-    seed: int, n_states: int = 10, n_actions: int = 4, branches: int = 3, gamma: float = 0.9
+    seed: int,
+    n_states: int = 10,
+    n_actions: int = 4,
+    branches: int = 3,
+    gamma: float = 0.9,
+    sampled: bool = False,
 ) -> Problem:
-    """A Garnet scored by its nominal value; the oracle is value iteration."""
+    """A Garnet scored by its nominal value; the oracle is policy iteration. `sampled`:
+    the budget is counted in environment steps (methods that learn from a simulator)
+    instead of exact-gradient evaluations."""
     mdp = garnet(n_states, n_actions, branches, seed=seed, gamma=gamma)
     g = torch.Generator().manual_seed(10_000 + seed)
     V_star, _ = policy_iteration(mdp)
@@ -90,6 +97,7 @@ def nominal_garnet(
         lambda pi: float(objective(mdp, pi)),
         float(mdp.rho @ V_star),
         random_policy(n_states, n_actions, g),
+        budget_unit="env steps" if sampled else "gradient evaluations",
     )
 
 
