@@ -61,7 +61,8 @@ def main() -> None:
         med = statistics.median(nominal) if nominal else float("nan")
         print(
             f"| {S} | {args.instances} | {ok}/{args.instances} | "
-            f"{statistics.median(steps) if steps else '—'} | {max(drpg):.2e} ({max(relative):.1e}) | {differ} | "
+            f"{statistics.median(steps) if steps else '—'} | "
+            f"{max(drpg):.2e} ({max(relative):.1e}) | {differ} | "
             f"{stuck}/{differ} | {med:.3g} | {time.perf_counter() - t0:.0f} |"
         )
 
