@@ -65,3 +65,18 @@ def test_mlp_apply_matches_torch_linear_layers():
 def test_r_squared_by_hand():
     # targets [1, 2, 3] (SS_tot = 2), predictions [1, 2, 2] (SS_res = 1): R² = 0.5
     assert r_squared(torch.tensor([1.0, 2.0, 2.0]), torch.tensor([1.0, 2.0, 3.0])) == 0.5
+
+
+@pytest.mark.parametrize("representation", ["mlp", "random_projection"])
+def test_antithetic_encoding_equals_encoding_both_halves(representation):
+    from types import SimpleNamespace
+
+    from policylab.search.reprl import encode, encoder_sizes, init_representation
+
+    options = SimpleNamespace(representation=representation, latent_dim=3, encoder_hidden=5)
+    rep = init_representation(7, options, torch.Generator().manual_seed(0))
+    rep["sizes"] = encoder_sizes(7, options)
+    U = torch.randn(4, 7, generator=torch.Generator().manual_seed(1))
+    both = encode(rep, U, antithetic=True)
+    assert torch.allclose(both, encode(rep, torch.cat([U, -U])), atol=1e-6)
+    assert both.shape == (8, 3)

@@ -36,6 +36,7 @@ from policylab.tabular.mdp import TabularMDP
 from policylab.tabular.solve import evaluate, occupancy
 
 DTYPE = torch.float64
+LOW = torch.float32  # the encoder's precision: its inputs are [B, D] with D ≈ 4,300
 
 # --- a functional MLP: parameters are one flat vector, batched over rows -------------
 
@@ -94,60 +95,57 @@ def encoder_sizes(dim: int, options) -> list[tuple[int, int]]:
 
 
 def init_representation(dim: int, options, generator: torch.Generator) -> dict:
-    """The representation's state (flat tensors): encoder and decoder weights and Adam
-    moments, or the fixed projection M [latent_dim, D] ∼ N(0, 1)."""
+    """The representation's state (flat float32 tensors: the encoder runs in single
+    precision, the bandit in double): encoder and decoder weights and Adam moments, or
+    the fixed projection M [latent_dim, D] ∼ N(0, 1)."""
     if options.representation == "random_projection":
-        M = torch.randn(options.latent_dim, dim, generator=generator, dtype=DTYPE)
+        M = torch.randn(options.latent_dim, dim, generator=generator, dtype=LOW)
         return {"proj": M}
-    enc = mlp_init(encoder_sizes(dim, options), generator)
-    dec = torch.zeros(options.latent_dim + 1, dtype=DTYPE)
-    n = enc.numel() + dec.numel()
-    zeros = torch.zeros(n, dtype=DTYPE)
+    enc = mlp_init(encoder_sizes(dim, options), generator).to(LOW)
+    dec = torch.zeros(options.latent_dim + 1, dtype=LOW)
+    zeros = torch.zeros(enc.numel() + dec.numel(), dtype=LOW)
     return {"enc": enc, "dec": dec, "adam_m": zeros, "adam_v": zeros.clone(), "adam_t": 0}
 
 
-def encode(rep: dict, thetas: torch.Tensor, center: torch.Tensor, std: float) -> torch.Tensor:
-    """f(θ') from u = (θ' − center)/ν: the tanh MLP (`rep["enc"]`, shapes `rep["sizes"]`)
-    or, when `rep` holds "proj", the random projection u·Mᵀ/√D → [B, d]."""
-    u = (thetas.to(DTYPE) - center) / std
+def encode(rep: dict, U: torch.Tensor, antithetic: bool = False) -> torch.Tensor:
+    """f from the offsets U = (θ' − θ_t)/ν [B, D] → z [B, d] (float32): the tanh MLP
+    (`rep["enc"]`, shapes `rep["sizes"]`) or, when `rep` holds "proj", U·Mᵀ/√D. With
+    `antithetic`, U holds the + half and the result is [f(+U); f(−U)] [2B, d]: the first
+    layer's product is computed once (W₁(−u) = −W₁u)."""
+    U = U.to(LOW)
     if "proj" in rep:
-        return u @ rep["proj"].T / u.shape[1] ** 0.5
-    return mlp_apply(rep["enc"].unsqueeze(0), rep["sizes"], u.unsqueeze(0))[0]
+        z = U @ rep["proj"].T / U.shape[1] ** 0.5
+        return torch.cat([z, -z]) if antithetic else z
+    (h, n_in), *rest = rep["sizes"]
+    W1 = rep["enc"][: h * n_in].reshape(h, n_in)
+    b1 = rep["enc"][h * n_in : h * n_in + h]
+    A = U @ W1.T
+    pre = torch.cat([A, -A]) if antithetic else A
+    hidden = torch.tanh(pre + b1)
+    return mlp_apply(rep["enc"][h * n_in + h :].unsqueeze(0), rest, hidden.unsqueeze(0))[0]
 
 
 def features(z: torch.Tensor) -> torch.Tensor:
     """x = [z, 1]: the bandit's features with an intercept [B, d + 1]."""
-    return torch.cat([z, torch.ones(z.shape[0], 1, dtype=z.dtype)], dim=1)
+    return torch.cat([z, torch.ones(z.shape[0], 1, dtype=z.dtype)], dim=1).to(DTYPE)
 
 
-def train_encoder(
-    rep: dict,
-    thetas: torch.Tensor,
-    targets: torch.Tensor,
-    center: torch.Tensor,
-    std: float,
-    options,
-    generator: torch.Generator,
-) -> float:
-    """`options.encoder_steps` Adam steps on mean (κᵀf(θ) + c − y)² over minibatches of the
-    buffer; updates rep["enc"], rep["dec"] and the Adam moments in place; returns the last
-    loss. A random projection is not trained (returns nan)."""
+def train_encoder(rep: dict, U: torch.Tensor, targets: torch.Tensor, options, generator) -> float:
+    """`options.encoder_steps` Adam steps on mean (κᵀ[f(u), 1] − y)² over minibatches of
+    the buffer's offsets U [n, D] and standardised returns y [n]; updates rep["enc"],
+    rep["dec"] and the Adam moments in place; returns the last loss. A random projection
+    is not trained (returns nan)."""
     if "proj" in rep:
         return float("nan")
     b1, b2, eps = 0.9, 0.999, 1e-8  # Adam's defaults [Kingma & Ba 2015]
-    loss = torch.tensor(float("nan"))
+    y = targets.to(LOW)
+    n_enc, loss = rep["enc"].numel(), torch.tensor(float("nan"))
     for _ in range(options.encoder_steps):
-        idx = torch.randint(
-            len(targets), (min(options.encoder_batch, len(targets)),), generator=generator
-        )
+        idx = torch.randint(len(y), (min(options.encoder_batch, len(y)),), generator=generator)
         flat = torch.cat([rep["enc"], rep["dec"]]).requires_grad_(True)
-        n_enc = rep["enc"].numel()
-        z = mlp_apply(
-            flat[:n_enc].unsqueeze(0),
-            rep["sizes"],
-            ((thetas[idx].to(DTYPE) - center) / std).unsqueeze(0),
-        )[0]
-        loss = (features(z) @ flat[n_enc:] - targets[idx]).pow(2).mean()
+        z = encode({"enc": flat[:n_enc], "sizes": rep["sizes"]}, U[idx])
+        x = torch.cat([z, torch.ones(len(idx), 1, dtype=LOW)], dim=1)
+        loss = (x @ flat[n_enc:] - y[idx]).pow(2).mean()
         (grad,) = torch.autograd.grad(loss, flat)
         rep["adam_t"] += 1
         rep["adam_m"] = b1 * rep["adam_m"] + (1 - b1) * grad
@@ -188,16 +186,17 @@ def rep_es_round(state: dict, options, rollout, generator: torch.Generator, exac
     state["buf_G"][slots] = returns
     state["buf_pos"] = int((state["buf_pos"] + n) % H)
     state["buf_n"] = min(state["buf_n"] + n, H)
-    X_hist, G_hist = state["buf_theta"][: state["buf_n"]], state["buf_G"][: state["buf_n"]]
+    G_hist = state["buf_G"][: state["buf_n"]]
+    U_hist = (state["buf_theta"][: state["buf_n"]] - theta.to(LOW)) / std
     mean, scale = G_hist.mean(), G_hist.std().clamp_min(1e-8)
     y = (G_hist - mean) / scale
     # 2. representation; 3. bandit statistics on the re-encoded buffer
-    loss = train_encoder(rep, X_hist, y, theta, std, options, generator)
-    V, b = ridge_stats(features(encode(rep, X_hist, theta, std)), y, options.ridge)
+    loss = train_encoder(rep, U_hist, y, options, generator)
+    V, b = ridge_stats(features(encode(rep, U_hist)), y, options.ridge)
     w_hat = ridge_weights(V, b)
-    # 4. decision set valued by the bandit (return units)
-    dec = antithetic_perturbations(options.decision_set // 2, D, std, generator)
-    Xd = features(encode(rep, torch.cat([theta + dec, theta - dec]), theta, std))
+    # 4. decision set θ ± δ'_j valued by the bandit (return units)
+    dec = antithetic_perturbations(options.decision_set // 2, D, std, generator, dtype=LOW)
+    Xd = features(encode(rep, dec / std, antithetic=True))
     if options.bandit == "ts":
         score = Xd @ thompson_weights(V, w_hat, options.ts_scale, generator)
     else:
@@ -206,15 +205,23 @@ def rep_es_round(state: dict, options, rollout, generator: torch.Generator, exac
     state.update({k: v for k, v in rep.items() if k != "sizes"})
     # 5. ES step with the bandit's values
     half = dec.shape[0]
-    state["theta"] = es_step(theta, es_gradient(v_hat[:half], v_hat[half:], dec), options.step)
-    metrics = {"cost": n, "bandit/encoder_loss": loss, "rollout/return_mean": float(returns.mean())}
+    g = es_gradient(v_hat[:half], v_hat[half:], dec.to(DTYPE))
+    state["theta"] = es_step(theta, g, options.step)
+    metrics = {
+        "cost": n,
+        "bandit/encoder_loss": loss,
+        "rollout/return_mean": float(returns.mean()),
+        "grad/norm": float(g.norm()),
+    }
     if exact is not None:
         held = antithetic_perturbations(options.heldout // 2, D, std, generator)
-        held = torch.cat([theta + held, theta - held])
-        pred = mean + scale * features(encode(rep, held, theta, std)) @ w_hat
-        metrics["bandit/linearity_r2"] = r_squared(pred, exact(held))
+        pred = mean + scale * features(encode(rep, held / std, antithetic=True)) @ w_hat
+        metrics["bandit/linearity_r2"] = r_squared(
+            pred, exact(torch.cat([theta + held, theta - held]))
+        )
         best = int(v_hat.argmax())
-        best_params = theta + dec[best] if best < half else theta - dec[best - half]
+        sign = 1.0 if best < half else -1.0
+        best_params = theta + sign * dec[best % half].to(DTYPE)
         metrics["bandit/optimism"] = float(v_hat[best] - exact(best_params.unsqueeze(0))[0])
     return metrics
 
