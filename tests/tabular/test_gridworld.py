@@ -147,3 +147,5 @@ def test_bad_options_are_errors():
         tabular_methods.get("es").build_options({"trajectories": 3})
     with pytest.raises(ValueError, match="history"):
         tabular_methods.get("rep_es").build_options({"history": 10})
+    with pytest.raises(ValueError, match="noise"):
+        build("tabular/gridworld", seed=0, noise=-1.0)

@@ -118,6 +118,8 @@ def realise_stationary(mdp: FiniteHorizonMDP, pi_star: torch.Tensor) -> torch.Te
 def gridworld(seed: int, size: int = 8, horizon: int = 20, noise: float = 3.0) -> Problem:
     """`tabular/gridworld`: the MDP is the same for every seed (the seed draws the methods'
     starting parameters and noise); the start policy scored as 0 is the uniform table."""
+    if noise < 0:
+        raise ValueError(f"noise: the reward std σ must be ≥ 0, got {noise}")
     mdp = gridworld_mdp(size, horizon)
     V_star, pi_star = backward_induction(mdp)
     optimum = float(mdp.mu @ V_star[0])
