@@ -102,7 +102,7 @@ def curvature(horizons, seeds, n_states, points=8):
     from policylab.tabular.solve import evaluate_finite
 
     print("\n## curvature: max |eig ∇²J(θ)| at random θ vs the smoothness bounds\n")
-    print("| H | max |eig| seen | 5/2·H·R_max (η₀⁻¹) | 5/2·H²·R_max (η_sim⁻¹) |")
+    print("| H | largest abs eigenvalue seen | 5/2·H·R_max (η₀⁻¹) | 5/2·H²·R_max (η_sim⁻¹) |")
     print("|---|---|---|---|")
     for H in horizons:
         worst, R = 0.0, 0.0
