@@ -98,7 +98,8 @@ def compare(part, pairs, task, horizons, seeds, budget_of, options_of, n_states)
 
 def curvature(horizons, seeds, n_states, points=8):
     """Largest |eigenvalue| of ∇²J at random θ (scales 0..3) against the step-size bounds."""
-    from policylab.tabular.dynamic import finite_garnet_instance, reward_bound
+    from policylab.tabular.dynamic import reward_bound
+    from policylab.tabular.mdp import finite_garnet
     from policylab.tabular.solve import evaluate_finite
 
     print("\n## curvature: max |eig ∇²J(θ)| at random θ vs the smoothness bounds\n")
@@ -107,7 +108,7 @@ def curvature(horizons, seeds, n_states, points=8):
     for H in horizons:
         worst, R = 0.0, 0.0
         for seed in seeds:
-            mdp = finite_garnet_instance(n_states, 3, 3, H, seed)
+            mdp = finite_garnet(n_states, 3, 3, H, seed=seed)
             R = max(R, reward_bound(mdp))
             g = torch.Generator().manual_seed(seed)
             for i in range(points):

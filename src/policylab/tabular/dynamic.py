@@ -34,7 +34,7 @@ import torch
 from policylab.algebra.catalogue import policy_losses
 from policylab.algebra.options import check_choice, option
 from policylab.recipes.base import S
-from policylab.tabular.mdp import DTYPE, FiniteHorizonMDP, garnet
+from policylab.tabular.mdp import DTYPE, FiniteHorizonMDP, finite_garnet
 from policylab.tabular.methods import Problem, State, TabularMethod, add
 from policylab.tabular.solve import backward_induction, evaluate_finite
 from policylab.tabular.tasks import tabular_tasks
@@ -353,27 +353,17 @@ for name, schedule, formula in (
 
 
 # ---- tasks ---------------------------------------------------------------------------------
-def finite_garnet_instance(n_states, n_actions, branches, horizon, seed) -> FiniteHorizonMDP:
-    """mdp.finite_garnet's instance (Garnet kernel, rewards U(0, 1) per (s, a), μ uniform),
-    with μ built in float64: mdp.finite_garnet's float32 μ fails the 1e-9 sum check."""
-    base = garnet(
-        n_states, n_actions, branches, seed=seed, reward_scale=1.0, next_state_rewards=False
-    )
-    mu = torch.full((n_states,), 1.0 / n_states, dtype=DTYPE)
-    return FiniteHorizonMDP(base.P, base.R[..., 0], mu, horizon)
-
-
 def finite_garnet_task(
-    seed: int,
-    n_states: int = 5,
-    n_actions: int = 3,
-    branches: int = 3,
-    horizon: int = 10,
-    budget_unit: str = "gradient evaluations",
+    seed: int, n_states: int = 5, n_actions: int = 3, branches: int = 3, horizon: int = 10
 ) -> Problem:
     """A finite-horizon Garnet (rewards U(0, 1), μ uniform) from the uniform policy; the
-    value is the exact J (`evaluate_finite`), the optimum backward induction's."""
-    mdp = finite_garnet_instance(n_states, n_actions, branches, horizon, seed)
+    value is the exact J (`evaluate_finite`), the optimum backward induction's; the budget
+    is exact-gradient evaluations."""
+    return _finite_problem(seed, "gradient evaluations", n_states, n_actions, branches, horizon)
+
+
+def _finite_problem(seed, budget_unit, n_states, n_actions, branches, horizon) -> Problem:
+    mdp = finite_garnet(n_states, n_actions, branches, horizon, seed=seed)
     V_star, pi_star = backward_induction(mdp)
     return Problem(
         mdp,
@@ -385,9 +375,11 @@ def finite_garnet_task(
     )
 
 
-def finite_garnet_sampled_task(seed: int, **knobs) -> Problem:
+def finite_garnet_sampled_task(
+    seed: int, n_states: int = 5, n_actions: int = 3, branches: int = 3, horizon: int = 10
+) -> Problem:
     """`finite_garnet` with the budget counted in episodes (the sampled methods)."""
-    return finite_garnet_task(seed, budget_unit="episodes", **knobs)
+    return _finite_problem(seed, "episodes", n_states, n_actions, branches, horizon)
 
 
 tabular_tasks.add("finite_garnet", finite_garnet_task)
