@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import torch
 
 from policylab.algebra.advantages import gae_over_time, masked_whiten
-from policylab.algebra.options import option
+from policylab.algebra.catalogue import policy_losses, value_losses
+from policylab.algebra.options import build_options, option
 from policylab.recipes.base import S
+from policylab.recipes.compose import PolicyLoss, ValueLoss
 from policylab.tabular.methods import Problem, State, TabularMethod, add
 
 
@@ -32,8 +34,6 @@ class SampledPGOptions:
     lam: float = option(0.95, "GAE λ (γ is the MDP's)")
 
     def __post_init__(self) -> None:
-        from policylab.algebra.catalogue import policy_losses
-
         if self.loss not in policy_losses:
             raise ValueError(
                 f"loss: unknown policy loss {self.loss!r}; choices: "
@@ -75,8 +75,6 @@ def simulate(mdp, logits: torch.Tensor, episodes: int, horizon: int, generator):
 
 
 def sampled_step(problem: Problem, state: State, options: SampledPGOptions, generator):
-    from policylab.api import policy_loss, value_loss
-
     mdp = problem.mdp
     logits = state["logits"].clone().requires_grad_(True)
     values = state["values"].clone().requires_grad_(True)
@@ -95,10 +93,7 @@ def sampled_step(problem: Problem, state: State, options: SampledPGOptions, gene
     old_logp = torch.log_softmax(logits.detach(), -1)[s, a].reshape(-1, 1)
     ones = torch.ones_like(old_logp)
     A = masked_whiten(adv.reshape(-1, 1), ones, unbiased=True)
-    pg_fn, v_fn = (
-        policy_loss(f"component:{options.loss}"),
-        value_loss("component:value_clip", clip=None),
-    )
+    pg_fn, v_fn = bound_losses(options.loss)
     # 3. learn: epochs of full-batch steps on the table and the value table
     for _ in range(options.epochs):
         logp = torch.log_softmax(logits, -1)[s, a].reshape(-1, 1)
@@ -114,6 +109,16 @@ def sampled_step(problem: Problem, state: State, options: SampledPGOptions, gene
         "loss/value": float(vl.detach()),
         "cost": options.episodes * options.horizon,
     }
+
+
+def bound_losses(name: str) -> tuple[PolicyLoss, ValueLoss]:
+    """The registered policy loss `name` with its own defaults, and the unclipped
+    value_clip loss ½·(V − ret)² — the same callables `policylab.policy_loss` returns."""
+    pg = policy_losses.entry(name)
+    pg_options = build_options(pg.config, {}, where=f"policy loss {name!r}")
+    v = value_losses.entry("value_clip")
+    v_options = build_options(v.config, {"clip": None}, where="value loss 'value_clip'")
+    return PolicyLoss(name, pg, pg_options), ValueLoss("value_clip", v, v_options)
 
 
 def sampled_policy(problem: Problem, state: State) -> torch.Tensor:
