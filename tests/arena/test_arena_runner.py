@@ -172,3 +172,31 @@ def test_agent_arenas_compare_at_equal_generated_tokens(tmp_path):
         make_spec("plan_path_moves", ["at_grpo"], 2)
     with pytest.raises(ValueError, match="constant schedule"):
         make_spec("plan_path_moves", ["at_grpo"], 2, budget=10, overrides={"schedule": "cosine"})
+
+
+def test_a_tabular_arena_scores_instances_against_the_exact_optimum(tmp_path):
+    spec = make_spec("tabular/robust_garnet", "drpg,nominal_pg", 2, budget=6)
+    assert (spec.kind, spec.budget_unit, spec.budget_field) == (
+        "tabular",
+        "gradient evaluations",
+        "budget",
+    )
+    with pytest.raises(ValueError, match="unknown tabular method 'grpo'"):
+        make_spec("tabular/robust_garnet", "drpg,grpo", 2)
+    result = arena(
+        "tabular/robust_garnet",
+        "drpg,nominal_pg",
+        2,
+        budget=6,
+        jobs=2,
+        overrides={"eval_every": 3},
+        out_dir=tmp_path / "t",
+        progress=False,
+    )
+    records = {(r.algo, r.seed): r for r in result.records}
+    assert all(r.status == "done" for r in records.values())
+    # x = gradient evaluations spent; score 0 at the start (gap₀), > 0 once DRPG has moved
+    assert [x for x, _ in records[("drpg", 0)].curve] == [0.0, 3.0, 6.0]
+    assert records[("drpg", 0)].curve[0][1] == pytest.approx(0.0)
+    assert records[("drpg", 0)].curve[-1][1] > 0.5
+    assert "gradient evaluations" in (tmp_path / "t" / "results.md").read_text()
