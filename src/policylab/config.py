@@ -532,9 +532,14 @@ class TabularConfig(RunSchema):
     stop_gap: float | None = Field(
         None, ge=0, description="stop once the gap to the exact optimum is at most this"
     )
-    schedule: str = Field("constant", description="(unused: the methods set their steps)")
     run_dir: str | None = Field(None, description="run folder (default runs/<algo>-<task>-s<seed>)")
     progress: bool = Field(True, description="show a progress bar")
+    torch_threads: int = Field(
+        1,
+        ge=0,
+        description="torch threads during the run (tiny tensors: 1 avoids thread "
+        "overhead; 0 leaves torch's default)",
+    )
 
     @field_validator("algo")
     @classmethod

@@ -33,6 +33,17 @@ class TabularResult:
 
 
 def train(cfg: TabularConfig, *, resume: bool = False) -> TabularResult:
+    """Run `cfg.algo` on `cfg.task`'s instance `cfg.seed` (module docstring)."""
+    threads = torch.get_num_threads()
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    try:
+        return _train(cfg, resume)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: TabularConfig, resume: bool) -> TabularResult:
     method = tabular_methods.get(cfg.algo)
     options = method.build_options(cfg.options)  # an unknown option fails before the folder
     problem = build(cfg.task, cfg.seed, **cfg.knobs)
