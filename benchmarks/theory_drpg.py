@@ -5,6 +5,7 @@ robust optima differ. The oracle is robust policy iteration (checked against rob
 iteration and, for the inner maximiser, scipy's LP in tests/tabular/test_robust.py).
 
     PYTHONPATH=src python benchmarks/theory_drpg.py --instances 50 --sizes 5,10,15
+    PYTHONPATH=src python benchmarks/theory_drpg.py --method drpg_pgd --instances 10 --sizes 5
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=50)
     parser.add_argument("--sizes", default="5,10,15", help="numbers of states")
     parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument(
+        "--method", default="drpg", help="drpg (exact L1 inner) or drpg_pgd (gradient inner)"
+    )
     args = parser.parse_args()
     print(
         "| S | instances | DRPG gap ≤ 1e-6 | DRPG median steps to 1e-6 | DRPG max gap (relative) | "
@@ -48,7 +52,7 @@ def main() -> None:
         drpg, steps, differ, nominal, relative = [], [], 0, [], []
         for seed in range(args.instances):
             problem = build("tabular/robust_garnet", seed, n_states=S)
-            gap, first = final_gap("drpg", problem, args.iterations)
+            gap, first = final_gap(args.method, problem, args.iterations)
             drpg.append(gap)
             relative.append(gap / abs(problem.optimum))
             if first is not None:

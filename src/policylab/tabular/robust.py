@@ -144,3 +144,65 @@ def parametric_kernel(pbar: torch.Tensor, theta_phi: torch.Tensor, lam_psi) -> t
         raise ValueError("parametric_kernel: λᵀψ(s, a) must be > 0")
     logits = torch.log(pbar.clamp_min(1e-300)) + theta_phi / lam_psi.unsqueeze(-1)
     return torch.softmax(logits.masked_fill(pbar <= 0, float("-inf")), -1)
+
+
+def project_l1_simplex(y: torch.Tensor, pbar: torch.Tensor, kappa, *, iters: int = 100):
+    """Euclidean projection of each row of y [R, K] onto 𝒫 = {p ∈ Δ : ‖p − p̄‖₁ ≤ κ,
+    p = 0 off the support of p̄} — the set DRPG's gradient inner solver ascends in.
+
+    KKT: p_i = max(0, p̄_i + S_λ(y_i + ν − p̄_i)) on the support (S_λ soft-thresholding),
+    with ν making Σp = 1 — found exactly, Σp being piecewise linear in ν with breakpoints
+    p̄_i − y_i ± λ and −y_i − λ — and λ ≥ 0 the L1 multiplier, by bisection (the L1
+    distance falls as λ grows). Our construction [ours]; the DRPG code projects with a
+    quadratic-program solver (Gurobi)."""
+    R, K = y.shape
+    kappa = torch.as_tensor(kappa, dtype=y.dtype).expand(R)
+    support = pbar > 0
+    n_support = support.sum(-1, keepdim=True).to(y.dtype)
+
+    def rows(nu: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:  # nu [R, M] → p [R, M, K]
+        x = y[:, None, :] + nu[..., None] - pbar[:, None, :]
+        shrunk = torch.sign(x) * (x.abs() - lam[:, None, None]).clamp_min(0.0)
+        return (pbar[:, None, :] + shrunk).clamp_min(0.0) * support[:, None, :]
+
+    def at(lam: torch.Tensor) -> torch.Tensor:  # the exact ν for Σp = 1, then p [R, K]
+        far = torch.full_like(y, float("inf"))
+        breaks = (
+            torch.cat(
+                [
+                    torch.where(support, pbar - y + lam[:, None], far),
+                    torch.where(support, pbar - y - lam[:, None], far),
+                    torch.where(support, -y - lam[:, None], far),
+                ],
+                -1,
+            )
+            .sort(-1)
+            .values
+        )
+        finite = torch.where(torch.isinf(breaks), breaks.new_zeros(()), breaks)
+        g = rows(finite, lam).sum(-1)  # Σp at every breakpoint, nondecreasing
+        g = torch.where(torch.isinf(breaks), torch.full_like(g, float("inf")), g)
+        j = (g < 1).sum(-1, keepdim=True).clamp(1, breaks.shape[-1] - 1)
+        b0, b1 = finite.gather(-1, j - 1), finite.gather(-1, j)
+        g0, g1 = g.gather(-1, j - 1), g.gather(-1, j)
+        last = torch.isinf(g1)  # past the last breakpoint: slope = |support|
+        top = finite.gather(-1, (torch.isfinite(breaks).sum(-1, keepdim=True) - 1))
+        g_top = rows(top, lam).sum(-1)
+        nu = torch.where(
+            last,
+            top + (1 - g_top) / n_support,
+            b0 + (1 - g0) * (b1 - b0) / (g1 - g0).clamp_min(1e-300),
+        )
+        return rows(nu, lam)[:, 0, :]
+
+    zero = torch.zeros(R, dtype=y.dtype)
+    p = at(zero)
+    over = (p - pbar).abs().sum(-1) > kappa + 1e-12
+    if not over.any():
+        return p
+    lo, hi = zero.clone(), (y - pbar).abs().amax(-1) + 1.0
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        too_far = (at(mid) - pbar).abs().sum(-1) > kappa
+        lo, hi = torch.where(too_far, mid, lo), torch.where(too_far, hi, mid)
+    return torch.where(over[:, None], at(hi), p)
