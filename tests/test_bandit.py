@@ -12,7 +12,13 @@ from policylab.bandit import BanditConfig, run_bandit
 # language model's tiny steps: at the bandit's lr 0.05 its mask rejects nearly every token,
 # so it does not learn here (tested below, and docs/algorithms.md)
 # agent recipes play multi-turn environments, not a one-step bandit (refused, tested below)
-LEARNS_HERE = [a for a in list_algorithms() if a != "capo" and not recipes.get(a).workflow_options]
+# risk-seeking PG (A = R − R_ε over the top ε of the batch) is made for continuous rewards:
+# on the bandit's 0/1 rewards, once more than ε of a batch succeeds, R_ε = 1 and every
+# kept row has A = 0, so it cannot move (tested below)
+STALLS_HERE = {"capo", "risk_seeking_pg"}
+LEARNS_HERE = [
+    a for a in list_algorithms() if a not in STALLS_HERE and not recipes.get(a).workflow_options
+]
 
 
 @pytest.mark.parametrize("algorithm", LEARNS_HERE)
@@ -32,6 +38,22 @@ def test_capo_masks_the_bandits_large_steps_unless_its_fisher_threshold_allows_t
     assert stuck.best_arm_prob < 0.4 and stuck.steps_to_target is None
     loosened = run_bandit("capo", seed=0, selection_options={"tau_fisher": 1e-2})
     assert loosened.best_arm_prob >= 0.9
+
+
+def test_risk_seeking_pg_has_no_signal_from_binary_rewards_above_its_quantile():
+    import torch
+
+    from policylab.api import advantages
+
+    # 8 rows, half successes: the 0.9-quantile ("higher") is 1, so R − R_ε is 0 on every
+    # kept row (R = 1) and negative only on rows top_quantile drops
+    rewards = torch.tensor([1.0, 0, 1, 0, 1, 0, 1, 0])
+    A = advantages("risk_seeking_pg")(
+        rewards=rewards, group_ids=torch.zeros(8, dtype=torch.long), response_mask=torch.ones(8, 1)
+    )
+    assert torch.equal(A[rewards == 1], torch.zeros(4, 1))
+    stuck = run_bandit("risk_seeking_pg", seed=0, steps=30)
+    assert stuck.best_arm_prob < 0.4
 
 
 def test_selection_stages_change_the_bandits_run():
