@@ -41,11 +41,17 @@ ALGOS = [
 @pytest.mark.parametrize("algo", ALGOS)
 def test_two_steps_change_every_parameter(small_model_dir, tmp_path, algo):
     # A 0/1 reward (PACS reads it as a label) that varies within groups, so no algorithm
-    # sees only zero advantages.
+    # sees only zero advantages — except risk-seeking PG, whose (1 − ε)-quantile baseline
+    # is 1 on 0/1 rewards (every kept row has A = 0): it gets a graded reward.
+    graded = recipes.get(algo).advantage == "quantile_baseline"
     rewards = tmp_path / "length.py"
     rewards.write_text(
         "def length(prompts, completions, **kw):\n"
-        "    return [float(len(c) % 2) for c in completions]\n"
+        + (
+            "    return [len(c) % 7 / 6 for c in completions]\n"
+            if graded
+            else "    return [float(len(c) % 2) for c in completions]\n"
+        )
     )
     cfg = config(small_model_dir, tmp_path, algo=algo, steps=2, rewards={f"{rewards}:length": 1.0})
     before, _ = load_model(small_model_dir)
