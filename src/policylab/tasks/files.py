@@ -114,9 +114,13 @@ class FileTask:
         from policylab.models import resolve_model_path
 
         path = resolve_model_path(model)
-        config = AutoConfig.from_pretrained(path)
+        try:
+            config = AutoConfig.from_pretrained(path)
+        except OSError as err:
+            raise ValueError(f"model {model!r}: cannot read its config: {err}") from None
         names = ("max_position_embeddings", "n_positions", "max_sequence_length")
-        max_positions = next((getattr(config, n) for n in names if hasattr(config, n)), None)
+        sizes = [getattr(config, n, None) for n in names]
+        max_positions = next((n for n in sizes if n is not None), None)
         if max_positions is None:
             log.info("%s: %s states no context length; prompt lengths unchecked", self.path, model)
             return
