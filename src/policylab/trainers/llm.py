@@ -285,6 +285,8 @@ def compose(cfg: TrainConfig) -> Plan:
             f"{parts.advantage.name!r} has none (use advantage gae)"
         )
     task = tasks.get(cfg.task, **cfg.task_knobs)
+    if isinstance(task, tasks.FileTask):  # every prompt + max_new_tokens fits the context
+        task.check_fits(cfg.model, cfg.max_new_tokens)
     # the task's own verifier, built with this run's knobs, answers to the task's name
     default_reward = task.name if cfg.task in tasks.names() else task.reward_name
     reward_fn = rewards.combine(
