@@ -7,7 +7,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 import policylab.arena
 from policylab.arena import arena, make_spec
-from policylab.arena.runner import _Children, command_line, split_algos
+from policylab.arena.runner import command_line, split_algos
 from policylab.cli import main
 from policylab.config import ControlConfig, parse_overrides
 
@@ -87,6 +86,11 @@ def test_algos_split_at_top_level_commas_only():
     assert parse_overrides(['stop_strings=["a,b", c]']) == {"stop_strings": ["a,b", "c"]}
 
 
+def test_entries_that_would_share_a_run_folder_are_refused():
+    with pytest.raises(ValueError, match="share the run folder name 'ppo@clip_schedule=a_b-s0'"):
+        make_spec("CartPole-v1", ["ppo@clip_schedule=a b", "ppo@clip_schedule=a_b"])
+
+
 def test_override_values_are_printed_so_that_they_read_back_the_same(tmp_path):
     overrides = {"eval_episodes": 2, "ent_coef": 0.01, "clip_schedule": "linear"}
     spec = make_spec("CartPole-v1", "ppo", 1, budget=256, overrides=overrides)
@@ -137,28 +141,30 @@ def test_the_cli_refuses_bad_numbers_before_making_the_folder(tmp_path, capsys, 
     assert not out.exists()
 
 
-def test_an_interrupted_arena_ends_its_children_and_waits_for_them():
-    children = _Children()
-    started = []
+def test_an_interrupted_arena_ends_its_children_and_waits_for_them(tmp_path, monkeypatch):
+    from policylab.arena import runner
 
-    def run_then_stop():
-        # a child that would sleep for a minute; the arena is stopped while it runs
-        proc_code = children.run([sys.executable, "-c", "import time; time.sleep(60)"])
-        started.append(proc_code)
+    # the run's process writes its pid, then would sleep for a minute
+    pid_file = tmp_path / "child.pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))"
+    script += "; time.sleep(60)"
+    monkeypatch.setattr(runner, "run_command", lambda *a: [sys.executable, "-c", script])
 
-    worker = threading.Thread(target=run_then_stop)
-    worker.start()
-    deadline = time.monotonic() + 10
-    while not children._running and time.monotonic() < deadline:
-        time.sleep(0.05)
-    (proc,) = children._running
+    def progress_then_ctrl_c(run_dir, spec):  # Ctrl-C once the child runs
+        if pid_file.is_file() and pid_file.read_text():
+            raise KeyboardInterrupt
+        return 0.0, None
+
+    monkeypatch.setattr(runner, "_latest", progress_then_ctrl_c)
+    spec = make_spec("CartPole-v1", "ppo", 1, budget=256)
     begun = time.monotonic()
-    children.stop(grace_s=5)
-    assert proc.poll() == -signal.SIGTERM  # ended and reaped by stop, not after 60 s
-    assert time.monotonic() - begun < 5
-    worker.join(timeout=5)
-    assert started == [None]  # a stopped run is neither done nor failed
-    assert children.run([sys.executable, "-c", "pass"]) is None  # nothing starts after
+    with pytest.raises(KeyboardInterrupt):
+        runner._run_all(tmp_path / "a", spec, 1, progress=False)
+    assert time.monotonic() - begun < 30  # the child was ended, not waited out
+    assert not _alive(int(pid_file.read_text()))
+    # an interrupted run is neither done nor failed: a re-run resumes or restarts it
+    assert not (tmp_path / "a" / "logs" / "ppo-s0.failed").exists()
+    assert not (tmp_path / "a" / "runs" / "ppo-s0" / "arena_done.json").exists()
 
 
 def _children_of(pid: int) -> list[int]:

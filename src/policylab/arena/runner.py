@@ -145,6 +145,15 @@ def make_spec(
     if clash:
         raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
     spec = ArenaSpec(task, algos, seeds, 0, overrides, baseline, threshold, confidence)
+    folders: dict[str, str] = {}
+    for entry in algos:  # two entries in one run folder would write over each other
+        other = folders.setdefault(spec.run_name(entry, 0), entry)
+        if other != entry:
+            raise ValueError(
+                f"--algos entries {other!r} and {entry!r} share the run folder name "
+                f"{spec.run_name(entry, 0)!r} (characters other than letters, digits and "
+                "@=.,+- become _); make them differ in those characters"
+            )
     # every run's config is built (by the one routing rule) and checked before anything runs
     configs = [
         run_config(None, {**overrides, **variant, "task": task, "algo": algo})
