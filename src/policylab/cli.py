@@ -313,18 +313,21 @@ def main(argv: list[str] | None = None) -> int:
         "--algos",
         required=True,
         help="comma-separated algorithms; name@key=value[@key=value] is a variant with its "
-        "own fields (e.g. ppo,ppo@clip_schedule=linear)",
+        "own fields (e.g. ppo,ppo@clip_schedule=linear); commas inside [...], {...} or "
+        "quotes belong to the value",
     )
-    ar.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 for every algorithm")
+    ar.add_argument(
+        "--seeds", type=int, default=3, help="seeds 0 .. N-1 for every algorithm (N ≥ 1)"
+    )
     ar.add_argument(
         "--budget",
         type=int,
         default=None,
         help="per run: environment steps (control), generated samples (language models), "
         "generated tokens (agents) or the tabular task's unit (gradient evaluations, "
-        "episodes); default: the trainer's",
+        "episodes); a positive whole number; default: the trainer's",
     )
-    ar.add_argument("--jobs", type=int, default=1, help="runs in parallel")
+    ar.add_argument("--jobs", type=int, default=1, help="runs in parallel (≥ 1)")
     ar.add_argument("--baseline", default=None, help="algorithm the others are compared to")
     ar.add_argument("--threshold", type=float, default=None, help="score for 'budget to reach'")
     ar.add_argument("--out", default=None, help="arena folder (default runs/arena-<task>)")

@@ -29,14 +29,20 @@ fewer steps). Generated tokens and wall-clock are reported beside.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import logging
+import math
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +56,8 @@ from policylab.trainers.run import latest_checkpoint, read_metrics, write_atomic
 
 SETTINGS = "arena.json"
 DONE = "arena_done.json"
+
+logger = logging.getLogger(__name__)
 
 
 AGENT_STEP_CAP = 1_000_000  # agent runs end at their token budget, long before this
@@ -111,7 +119,7 @@ def make_spec(
     from policylab.config import ControlConfig, TabularConfig, known_algorithm
     from policylab.routing import run_config
 
-    algos = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
+    algos = split_algos(algos) if isinstance(algos, str) else [a.strip() for a in algos]
     algos = [a for a in algos if a]
     if not algos:
         raise ValueError("an arena needs at least one algorithm (--algos a,b,...)")
@@ -121,9 +129,12 @@ def make_spec(
     for entry in algos:
         if not tabular:
             known_algorithm(parse_entry(entry)[0])
-    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    if not seeds:
-        raise ValueError("an arena needs at least one seed")
+    seeds = _check_seeds(seeds)
+    _check_budget(budget)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence!r}: expected a level between 0 and 1, e.g. 0.95")
+    if threshold is not None and not math.isfinite(threshold):
+        raise ValueError(f"--threshold {threshold!r}: expected a finite score")
     baseline = baseline or algos[0]
     if baseline not in algos:
         raise ValueError(f"baseline {baseline!r} is not among the algorithms {algos}")
@@ -134,6 +145,15 @@ def make_spec(
     if clash:
         raise ValueError(f"the arena sets {', '.join(clash)} itself (use --budget for the budget)")
     spec = ArenaSpec(task, algos, seeds, 0, overrides, baseline, threshold, confidence)
+    folders: dict[str, str] = {}
+    for entry in algos:  # two entries in one run folder would write over each other
+        other = folders.setdefault(spec.run_name(entry, 0), entry)
+        if other != entry:
+            raise ValueError(
+                f"--algos entries {other!r} and {entry!r} share the run folder name "
+                f"{spec.run_name(entry, 0)!r} (characters other than letters, digits and "
+                "@=.,+- become _); make them differ in those characters"
+            )
     # every run's config is built (by the one routing rule) and checked before anything runs
     configs = [
         run_config(None, {**overrides, **variant, "task": task, "algo": algo})
@@ -147,19 +167,19 @@ def make_spec(
 
         spec.kind, spec.budget_field = "tabular", "budget"
         spec.budget_unit = build(cfg.task, 0, **cfg.knobs).budget_unit
-        spec.budget = budget or cfg.budget
+        spec.budget = cfg.budget if budget is None else budget
         spec.budget_value = spec.budget
         return spec
     if isinstance(cfg, ControlConfig):
         spec.kind, spec.budget_unit, spec.budget_field = "control", "env steps", "total_steps"
-        spec.budget = budget or cfg.total_steps
+        spec.budget = cfg.total_steps if budget is None else budget
         spec.budget_value = spec.budget
         return spec
     if hasattr(tasks.get(cfg.task, **cfg.task_knobs), "env"):
         # agents: equal generated tokens (trees and several roles make "samples"
         # incomparable, papers/seed_agents.md §A0.3); `steps` only caps the run
         spec.kind, spec.budget_unit, spec.budget_field = "agent", "generated tokens", "steps"
-        if not budget:
+        if budget is None:
             raise ValueError("an arena on a multi-turn task needs --budget (generated tokens)")
         if cfg.schedule != "constant":
             raise ValueError(
@@ -171,7 +191,7 @@ def make_spec(
         return spec
     spec.kind, spec.budget_unit, spec.budget_field = "llm", "generated samples", "steps"
     per_step = cfg.prompts_per_step * cfg.samples_per_prompt
-    spec.budget = budget or cfg.steps * per_step
+    spec.budget = cfg.steps * per_step if budget is None else budget
     if spec.budget % per_step:
         raise ValueError(
             f"budget {spec.budget} is not a whole number of steps of {cfg.prompts_per_step} "
@@ -179,6 +199,63 @@ def make_spec(
         )
     spec.budget_value = spec.budget // per_step
     return spec
+
+
+def split_algos(text: str) -> list[str]:
+    """The entries of an --algos list: split at the commas that are outside brackets and
+    quotes, so a variant's list value stays whole (`grpo,grpo@stop_strings=[a, b]` is two
+    entries)."""
+    entries, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{(":
+            depth += 1
+        elif char in "]})":
+            depth = max(0, depth - 1)
+        elif char == "," and depth == 0:
+            entries.append(text[start:i].strip())
+            start = i + 1
+    return [*entries, text[start:].strip()]
+
+
+def _check_seeds(seeds: int | list[int]) -> list[int]:
+    """--seeds N (seeds 0 .. N-1) or a list of distinct non-negative seeds."""
+    if isinstance(seeds, bool) or not isinstance(seeds, (int, list, tuple, range)):
+        raise ValueError(f"seeds {seeds!r}: expected a number of seeds or a list of seeds")
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise ValueError(
+                f"--seeds {seeds}: an arena needs at least one seed (--seeds N runs seeds "
+                "0 .. N-1 of every algorithm)"
+            )
+        return list(range(seeds))
+    seeds = list(seeds)
+    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    if not seeds or bad:
+        raise ValueError(f"seeds {seeds!r}: expected at least one non-negative whole number")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds {seeds!r}: a seed appears twice")
+    return seeds
+
+
+def _check_budget(budget: int | None) -> None:
+    """None is the trainer's default; anything else a positive whole number."""
+    if budget is None:
+        return
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ValueError(
+            f"--budget {budget!r}: expected a positive whole number (environment steps, "
+            "generated samples or tokens, or the tabular task's unit per run), or no "
+            "--budget for the trainer's default"
+        )
+
+
+def _check_jobs(jobs: int) -> None:
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs {jobs!r}: expected the number of runs in parallel, 1 or more")
 
 
 def arena(
@@ -197,6 +274,7 @@ def arena(
 ) -> ArenaResult:
     """Run (or continue) an arena and write its report; returns the records, the table's
     rows and the report's paths. Usable from a notebook as from `policylab arena`."""
+    _check_jobs(jobs)
     spec = make_spec(
         task,
         algos,
@@ -269,23 +347,38 @@ def load_spec(folder: str | Path) -> ArenaSpec:
 
 
 def command_line(folder: Path, spec: ArenaSpec) -> str:
-    """The command that reproduces (or continues) this arena."""
-    parts = [
-        "policylab arena",
-        f"--task {shlex.quote(spec.task)}",
-        f"--algos {','.join(spec.algos)}",
-        f"--seeds {len(spec.seeds)}" if spec.seeds == list(range(len(spec.seeds))) else "",
-        f"--budget {spec.budget}",
-        f"--baseline {spec.baseline}" if spec.baseline != spec.algos[0] else "",
-        f"--threshold {spec.threshold:g}" if spec.threshold is not None else "",
-        f"--out {shlex.quote(str(folder))}",
-        *(shlex.quote(f"{k}={_text(v)}") for k, v in spec.overrides.items()),
-    ]
-    return " ".join(p for p in parts if p)
+    """The command that reproduces (or continues) this arena, each argument shell-quoted:
+    pasted into a shell, it passes the task, the entries and the fields as they are and
+    runs nothing else (a variant's `$(...)` or spaces stay text)."""
+    args = ["--task", spec.task, "--algos", ",".join(spec.algos)]
+    if spec.seeds == list(range(len(spec.seeds))):
+        args += ["--seeds", str(len(spec.seeds))]
+    args += ["--budget", str(spec.budget)]
+    if spec.baseline != spec.algos[0]:
+        args += ["--baseline", spec.baseline]
+    if spec.threshold is not None:
+        args += ["--threshold", _number(spec.threshold)]
+    args += ["--out", str(folder)]
+    args += [f"{k}={_text(v)}" for k, v in spec.overrides.items()]
+    return "policylab arena " + shlex.join(args)
+
+
+def _number(value: float) -> str:
+    """Short when exact (475, not 475.0), else every digit."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def _text(value: Any) -> str:
-    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+    """A field's value as a key=value override reads it back (YAML): plain when that gives
+    the same value, JSON otherwise (the string "true", lists, mappings, None)."""
+    plain = str(value)
+    try:
+        if not isinstance(value, (list, dict)) and yaml.safe_load(plain) == value:
+            return plain
+    except yaml.YAMLError:
+        pass
+    return json.dumps(value)
 
 
 def parse_entry(entry: str) -> tuple[str, dict[str, Any]]:
@@ -331,7 +424,85 @@ def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str
     return cmd + (["--resume", str(run_dir)] if latest_checkpoint(run_dir) is not None else [])
 
 
-def _run_one(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) -> int:
+# PR_SET_PDEATHSIG (linux/prctl.h): the signal a process gets when its parent dies
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, resolved in the parent (the child only calls it), or None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child receive SIGTERM when the arena dies, even by
+    kill -9, so that no orphaned run keeps writing to a folder that a re-run resumes.
+    Linux only; elsewhere None (the arena still ends its children when it is interrupted
+    or fails, in `_Children.stop`)."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the arena died before prctl took effect
+            os._exit(128 + signal.SIGTERM)
+
+    return preexec
+
+
+class _Children:
+    """The training processes this arena started. The signal of PR_SET_PDEATHSIG is sent
+    when the *thread* that started the child ends; each child is started by a pool thread
+    that waits for it, so it fires only when the arena's process dies. On an interruption
+    or an error in the arena, `stop` ends every child and waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def run(self, cmd: list[str], **popen: Any) -> int | None:
+        """The child's exit code, or None when the arena stopped before or during it."""
+        with self._lock:
+            if self.stopped:
+                return None
+            proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(), **popen)
+            self._running.add(proc)
+        code = proc.wait()
+        with self._lock:
+            self._running.discard(proc)
+            return None if self.stopped else code
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM to every running child, then SIGKILL to any still alive after grace_s."""
+        with self._lock:
+            self.stopped = True
+            procs = list(self._running)
+        for proc in procs:
+            proc.terminate()
+        deadline = time.monotonic() + grace_s
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logger.warning("run process %d ignored SIGTERM; killing it", proc.pid)
+                proc.kill()
+                proc.wait()
+
+
+def _run_one(
+    folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int, children: _Children
+) -> int | None:
+    """Train one run in its own process; its exit code (0: done), None if the arena was
+    stopped meanwhile (the run stays partial: neither done nor failed)."""
+    if children.stopped:
+        return None
     name = spec.run_name(algo, seed)
     run_dir = folder / "runs" / name
     cmd = run_command(folder, spec, algo, seed)
@@ -346,19 +517,19 @@ def _run_one(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) 
     with log_path.open("a") as log:
         log.write(f"$ {shlex.join(cmd)}\n")
         log.flush()
-        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        code = children.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     if code == 0:
         done = {"seconds": time.perf_counter() - started, "command": shlex.join(cmd)}
         (run_dir / DONE).write_text(json.dumps(done) + "\n")
-    else:
+    elif code is not None:
         failed.write_text(f"{code}\n")
     return code
 
 
 def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[str]:
-    """Train every unfinished run, `jobs` at a time, with one progress line per run."""
-    from policylab.trainers.run import progress_bar
-
+    """Train every unfinished run, `jobs` at a time, with one progress line per run. If
+    the arena is interrupted (Ctrl-C) or fails, its running children are ended and waited
+    for before the exception goes on, so a re-run never meets a run still being written."""
     todo = [
         (algo, seed)
         for algo in spec.algos
@@ -368,6 +539,29 @@ def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[s
     if not todo:
         return []
     jobs = max(1, min(jobs, len(todo)))
+    children = _Children()
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        _train_todo(folder, spec, todo, jobs, progress, pool, children)
+    except BaseException:
+        children.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return [spec.run_name(a, s) for a, s in todo]
+
+
+def _train_todo(
+    folder: Path,
+    spec: ArenaSpec,
+    todo: list[tuple[str, int]],
+    jobs: int,
+    progress: bool,
+    pool: ThreadPoolExecutor,
+    children: _Children,
+) -> None:
+    from policylab.trainers.run import progress_bar
+
     threads = max(1, (os.cpu_count() or 1) // jobs)
     fields = {"at": "at", "score": "held-out"}
     title = f"arena · {spec.task}"
@@ -375,43 +569,41 @@ def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[s
     with progress_bar(title, len(todo), fields, progress) as bar:
         overall = bar.add_task(f"{len(todo)} runs", total=len(todo), at="", score="")
         rows = {}
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures: dict[Future, tuple[str, int]] = {}
-            for algo, seed in todo:
-                future = pool.submit(_run_one, folder, spec, algo, seed, threads)
-                futures[future] = (algo, seed)
-                rows[(algo, seed)] = bar.add_task(
-                    spec.run_name(algo, seed), total=total, at="queued", score=""
-                )
-            pending, finished = set(futures), 0
-            while pending:
-                time.sleep(1.0)
-                for future in [f for f in pending if f.done()]:
-                    pending.discard(future)
+        futures: dict[Future, tuple[str, int]] = {}
+        for algo, seed in todo:
+            future = pool.submit(_run_one, folder, spec, algo, seed, threads, children)
+            futures[future] = (algo, seed)
+            rows[(algo, seed)] = bar.add_task(
+                spec.run_name(algo, seed), total=total, at="queued", score=""
+            )
+        pending, finished = set(futures), 0
+        while pending:
+            time.sleep(1.0)
+            for future in [f for f in pending if f.done()]:
+                pending.discard(future)
+                algo, seed = futures[future]
+                name = spec.run_name(algo, seed)
+                status = "done" if future.result() == 0 else "FAILED"
+                _, score = _latest(folder / "runs" / name, spec)
+                bar.update(rows[(algo, seed)], at=status)
+                bar.advance(overall)
+                finished += 1
+                if progress:  # one line per run, also in a log file
+                    bar.console.print(
+                        f"[{finished}/{len(todo)}] {name} {status}"
+                        + ("" if score is None else f", held-out {score:.3g}")
+                        + ("" if status == "done" else f" (see logs/{name}.log)")
+                    )
+            for future in pending:
+                if future.running():
                     algo, seed = futures[future]
-                    name = spec.run_name(algo, seed)
-                    status = "done" if future.result() == 0 else "FAILED"
-                    _, score = _latest(folder / "runs" / name, spec)
-                    bar.update(rows[(algo, seed)], at=status)
-                    bar.advance(overall)
-                    finished += 1
-                    if progress:  # one line per run, also in a log file
-                        bar.console.print(
-                            f"[{finished}/{len(todo)}] {name} {status}"
-                            + ("" if score is None else f", held-out {score:.3g}")
-                            + ("" if status == "done" else f" (see logs/{name}.log)")
-                        )
-                for future in pending:
-                    if future.running():
-                        algo, seed = futures[future]
-                        x, score = _latest(folder / "runs" / spec.run_name(algo, seed), spec)
-                        bar.update(
-                            rows[(algo, seed)],
-                            completed=x,
-                            at=f"{x:,.0f}",
-                            score="" if score is None else f"{score:.3g}",
-                        )
-    return [spec.run_name(a, s) for a, s in todo]
+                    x, score = _latest(folder / "runs" / spec.run_name(algo, seed), spec)
+                    bar.update(
+                        rows[(algo, seed)],
+                        completed=x,
+                        at=f"{x:,.0f}",
+                        score="" if score is None else f"{score:.3g}",
+                    )
 
 
 # ---- reading runs back ------------------------------------------------------------------
