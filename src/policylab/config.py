@@ -393,8 +393,9 @@ class TrainConfig(RunSchema):
             return
         agent = {k: getattr(v, "value", v) for k, v in recipe.workflow_options.items()}
         agent.update(self.agent)
-        if agent.get("branching") == "tree" and agent.get("branches", 0) > 1:
-            return
+        branches = agent.get("branches", 0)
+        if agent.get("branching") == "tree" and isinstance(branches, int) and branches > 1:
+            return  # (a branches value that is not a count is AgentOptions' error to report)
         raise ValueError(
             f"samples_per_prompt=1 with {self.algo}, whose advantage estimator "
             f"{recipe.advantage!r} compares each sample with the others of its prompt's group: "
