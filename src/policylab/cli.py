@@ -245,6 +245,17 @@ def _print_scores(console: Console, scores: dict, title: str) -> None:
     console.print(table)
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count: 1, 2, ...; anything else is a usage error naming it."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (1, 2, ...), got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="policylab", description="Policy-gradient RL: one algebra, many papers."
@@ -255,11 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     describe.add_argument("name")
     bandit = sub.add_parser("bandit", help="run every algorithm on the softmax bandit")
     bandit.add_argument("--algos", default="", help="comma-separated algorithms (default: all)")
-    bandit.add_argument("--seeds", type=int, default=3, help="seeds per algorithm")
-    bandit.add_argument("--steps", type=int, default=300, help="training steps per run")
+    bandit.add_argument("--seeds", type=positive_int, default=3, help="seeds per algorithm")
+    bandit.add_argument("--steps", type=positive_int, default=300, help="training steps per run")
     bandit.add_argument(
         "--states",
-        type=int,
+        type=positive_int,
         default=1,
         help="states (prompts); state s scales each arm's success by 1 − 0.75·s/(S − 1)",
     )
@@ -296,9 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     ev = sub.add_parser("eval", help="held-out accuracy and mean reward of a model on tasks")
     ev.add_argument("--model", default="tiny", help='"tiny" (shipped), a folder or a hub id')
     ev.add_argument("--task", default="all", help="a task, comma-separated tasks, or all")
-    ev.add_argument("--n", type=int, default=200, help="held-out examples per task")
+    ev.add_argument("--n", type=positive_int, default=200, help="held-out examples per task")
     ev.add_argument("--seed", type=int, default=0, help="seed of the held-out draw and sampling")
-    ev.add_argument("--max-new-tokens", type=int, default=24, help="generation budget")
+    ev.add_argument("--max-new-tokens", type=positive_int, default=24, help="generation budget")
     ev.add_argument("knobs", nargs="*", help="task difficulty knobs as key=value")
     ar = sub.add_parser(
         "arena",

@@ -5,11 +5,21 @@ value fails before any work, naming the field, the value and what is accepted.""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -18,6 +28,34 @@ class Schema(BaseModel):
     """Base of every config: unknown keys are errors, values are validated on assignment."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    @field_validator("*")
+    @classmethod
+    def _finite(cls, value: Any, info: ValidationInfo) -> Any:
+        """Every number of every field is finite, nested option dicts and lists included:
+        a NaN or ±inf reaches a trainer only to crash it after the run folder is made, or
+        worse, to train on NaN silently."""
+        for path, number in _numbers(value, info.field_name):
+            if not math.isfinite(number):
+                where = "" if path == info.field_name else f"{path} = {number!r}: "
+                raise ValueError(
+                    f"{where}not a finite number; NaN and ±inf are not "
+                    "accepted anywhere in a config (a field that can be off says how, e.g. "
+                    "null or 0)"
+                )
+        return value
+
+
+def _numbers(value: Any, path: str):
+    """(path, float) for every float inside `value`: `loss.eps_low`, `hidden[1]`, ..."""
+    if isinstance(value, float):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _numbers(item, f"{path}[{i}]")
 
 
 class ConfigError(ValueError):
@@ -88,8 +126,12 @@ def _explain(schema: type[BaseModel], err: ValidationError) -> str:
         if e["type"] == "extra_forbidden":
             valid = ", ".join(sorted(schema.model_fields))
             lines.append(f"  unknown field {field!r}; valid fields: {valid}")
+        elif not e["loc"]:  # a check across fields: its message names them and their values
+            lines.append(f"  {e['msg'].removeprefix('Value error, ')}")
         else:
-            lines.append(f"  {field} = {e.get('input')!r}: {e['msg']}")
+            lines.append(
+                f"  {field} = {e.get('input')!r}: {e['msg'].removeprefix('Value error, ')}"
+            )
     return "\n".join(lines)
 
 
@@ -119,6 +161,12 @@ def _stage_of_kind(name: str, kind: str, exclude: tuple[str, ...] = ()) -> str:
     if name not in choices:
         raise ValueError(f"unknown {kind} stage {name!r}; choices: {', '.join(choices)}")
     return name
+
+
+# Advantage estimators whose advantage is a sample's reward relative to the other samples
+# of its group (algebra/advantages.py): a group of one gets A = 0, so samples_per_prompt=1
+# would train on nothing. copo, empg and gigpo also keep a term that is not group-relative.
+GROUP_RELATIVE = ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline")
 
 
 class TrainConfig(RunSchema):
@@ -263,6 +311,16 @@ class TrainConfig(RunSchema):
     def _known_algo(cls, value: str) -> str:
         return known_algorithm(value)
 
+    @field_validator("model")
+    @classmethod
+    def _model_folder_exists(cls, value: str) -> str:
+        from policylab.models import model_folder_problem
+
+        problem = model_folder_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @field_validator("selection")
     @classmethod
     def _known_selection(cls, value: str | None) -> str | None:
@@ -315,7 +373,36 @@ class TrainConfig(RunSchema):
                 f"micro_batch_rows={self.micro_batch_rows} must divide the {per_minibatch} rows "
                 f"of a minibatch; valid: {valid}"
             )
+        updates = self.steps * self.epochs * self.minibatches
+        if self.warmup_steps > updates:
+            raise ValueError(
+                f"warmup_steps={self.warmup_steps} is longer than the run's {updates} optimiser "
+                f"updates (steps {self.steps} × epochs {self.epochs} × minibatches "
+                f"{self.minibatches}): the lr would never reach its peak; accepted: 0 .. {updates}"
+            )
+        self._groups_of_more_than_one()
         return self
+
+    def _groups_of_more_than_one(self) -> None:
+        """samples_per_prompt=1 under a group-relative estimator: every advantage is 0.
+        A tree of K > 1 branches (the agent workflow) makes its groups from the branches."""
+        from policylab import recipes
+
+        recipe = recipes.get(self.algo)
+        if self.samples_per_prompt > 1 or recipe.advantage not in GROUP_RELATIVE:
+            return
+        agent = {k: getattr(v, "value", v) for k, v in recipe.workflow_options.items()}
+        agent.update(self.agent)
+        branches = agent.get("branches", 0)
+        if agent.get("branching") == "tree" and isinstance(branches, int) and branches > 1:
+            return  # (a branches value that is not a count is AgentOptions' error to report)
+        raise ValueError(
+            f"samples_per_prompt=1 with {self.algo}, whose advantage estimator "
+            f"{recipe.advantage!r} compares each sample with the others of its prompt's group: "
+            "with one sample per group every advantage is 0 and nothing is learnt; accepted: "
+            "samples_per_prompt >= 2, or an algorithm with a batch baseline (reinforce_pp, "
+            "risk_seeking_pg) or a critic (ppo)"
+        )
 
 
 class ControlConfig(RunSchema):
@@ -354,16 +441,16 @@ class ControlConfig(RunSchema):
         "constant", description="clip ε: constant, or linear to 0 over the run (SB3's lin_ε)"
     )
     value_clip: float | None = Field(
-        None, description="clip V to V_old ± this (None = unclipped value loss)"
+        None, gt=0, description="clip V to V_old ± this (None = unclipped value loss)"
     )
     vf_coef: float = Field(0.5, ge=0, description="weight of the value loss")
     ent_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
     norm_adv: bool = Field(True, description="standardise advantages per minibatch")
     target_kl: float | None = Field(
-        None, description="stop the epochs once approx. KL exceeds this (None = off)"
+        None, gt=0, description="stop the epochs once approx. KL exceeds this (None = off)"
     )
     grad_clip: float = Field(0.5, ge=0, description="max global grad norm (0 = off)")
-    hidden: list[int] = Field(default_factory=lambda: [64, 64], description="MLP widths")
+    hidden: list[PositiveInt] = Field(default_factory=lambda: [64, 64], description="MLP widths")
     # fpo only (the flow policy, papers §16); defaults are the fpo recipe's `training`
     flow_steps: int = Field(10, ge=1, description="fpo: Euler steps from noise to an action")
     n_mc: int = Field(8, ge=1, description="fpo: (τ, ε) draws per action for the CFM ratio")
@@ -448,6 +535,13 @@ class ControlConfig(RunSchema):
             raise ValueError(
                 f"minibatch_size={self.minibatch_size} must divide num_envs × num_steps = "
                 f"{batch}; valid: {valid}"
+            )
+        if self.warmup_steps > self.iterations:
+            raise ValueError(
+                f"warmup_steps={self.warmup_steps} is longer than the run's {self.iterations} "
+                f"iterations (total_steps {self.total_steps} // (num_envs {self.num_envs} × "
+                f"num_steps {self.num_steps})): the lr would never reach its peak; accepted: "
+                f"0 .. {self.iterations}"
             )
         return self
 

@@ -9,6 +9,7 @@ from `transformers`, small enough to train and run on a laptop CPU.
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -86,15 +87,58 @@ def build_model(tokenizer, config: TinyConfig | None = None, seed: int = 0):
     return LlamaForCausalLM(llama)
 
 
+# a hub id: name or owner/name, letters, digits, "-", "_", "." (huggingface_hub's rule)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+MODEL_CHOICES = (
+    '"tiny" (shipped), a local model folder (with config.json) or a hub id (name or owner/name)'
+)
+
+
+def _is_path(name: str) -> bool:
+    """Whether `name` can only mean a local folder: not shaped like a hub id, or starting
+    with /, . or ~, or with a parent folder that exists here (runs/x when runs/ exists)."""
+    if name.startswith(("/", ".", "~")) or not HUB_ID.fullmatch(name) or ".." in name:
+        return True
+    return "/" in name and Path(name).parent.is_dir()
+
+
+def model_folder_problem(name_or_path: str | Path) -> str | None:
+    """Why `name_or_path` cannot be a model, found without any hub call; None when it can
+    (the shipped model, a local folder with config.json, or something shaped like a hub id)."""
+    name = str(name_or_path)
+    if name == TINY_NAME:
+        return None
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        if (folder / "config.json").is_file():
+            return None
+        return (
+            f"model folder {name!r} has no config.json, so it holds no saved model "
+            "(model.save_pretrained or `policylab sft` writes one)"
+        )
+    if _is_path(name):
+        return (
+            f"no such model folder {name!r} (looked for {folder.absolute()}), and a path is not "
+            f"a hub id; --model takes {MODEL_CHOICES}"
+        )
+    return None
+
+
 def resolve_model_path(name_or_path: str | Path) -> str:
-    """ "tiny" → the shipped folder; anything else is passed to `from_pretrained` as is."""
+    """ "tiny" → the shipped folder; a local folder (~ expanded) → its path; anything else
+    (a hub id) is passed to `from_pretrained` as is. A path that does not exist is a
+    FileNotFoundError naming it, before any hub call."""
     if str(name_or_path) == TINY_NAME:
         if not (TINY / "config.json").exists():
             raise FileNotFoundError(
                 f"the shipped model is missing from {TINY}; rebuild it with `make assets`"
             )
         return str(TINY)
-    return str(name_or_path)
+    problem = model_folder_problem(name_or_path)
+    if problem:
+        raise FileNotFoundError(problem)
+    folder = Path(name_or_path).expanduser()
+    return str(folder) if folder.is_dir() else str(name_or_path)
 
 
 def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = torch.float32):
@@ -104,7 +148,16 @@ def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = tor
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = resolve_model_path(name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as err:
+        if Path(path).is_dir():
+            raise
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise FileNotFoundError(
+            f"no such model folder {str(name_or_path)!r}, and the hub could not provide it as a "
+            f"hub id ({reason}); --model takes {MODEL_CHOICES}"
+        ) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
