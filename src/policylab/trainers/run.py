@@ -114,14 +114,14 @@ class Run:
             json.dumps({"step": step, **{k: _plain(v) for k, v in row.items()}}) + "\n"
             for row in rows
         ]
-        for line in lines:
-            self._append("samples.jsonl", line)
+        if lines:
+            self._append("samples.jsonl", "".join(lines))
 
-    def _append(self, name: str, line: str) -> None:
-        """One line, in one unbuffered write on a file opened for appending: a kill leaves
-        at most a torn last line, and nothing else writes between its bytes."""
+    def _append(self, name: str, lines: str) -> None:
+        """Whole lines, in one unbuffered write on a file opened for appending: a kill
+        leaves at most a torn last line, and nothing else writes between their bytes."""
         path = self.dir / name
-        data = line.encode()
+        data = lines.encode()
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
