@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -66,6 +67,13 @@ def test_a_pickle_payload_in_a_checkpoint_is_refused_not_run(tmp_path):
     with pytest.raises(ValueError, match=r"offline\.pt: refused to load"):
         OfflineSet.load(tmp_path)
     assert not marker.exists()
+    # numbers in numpy arrays (a sampler's statistics) are plain data; objects in them not
+    run = Run(tmp_path / "n", {})
+    run.save_checkpoint(1, {"step": 1, "alpha": np.ones(3), "seen": np.zeros(2, dtype=bool)})
+    assert Run(tmp_path / "n", {}, resume=True).load_checkpoint()[1]["alpha"].sum() == 3
+    run.save_checkpoint(2, {"step": 2, "x": np.array([print], dtype=object)})
+    with pytest.raises(ValueError, match=r"step_2/state\.pt: refused to load"):
+        Run(tmp_path / "n", {}, resume=True).load_checkpoint()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
@@ -62,18 +63,33 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def load_state(path: Path) -> dict[str, Any]:
     """A checkpoint's state.pt, read with `weights_only=True`: tensors and plain values
-    (numbers, strings, lists, dicts) only. A file holding anything else is refused, never
-    run: unpickling it could execute code."""
+    (numbers, strings, lists, dicts, numpy arrays of numbers: a sampler's statistics) only.
+    A file holding anything else is refused, never run: unpickling it could execute code."""
     try:
-        return torch.load(path, weights_only=True, map_location="cpu")
+        with torch.serialization.safe_globals(_NUMPY_ARRAYS):
+            return torch.load(path, weights_only=True)
     except pickle.UnpicklingError as err:
-        found = re.search(r"GLOBAL (\S+)", str(err))
-        what = f" ({found.group(1)})" if found else ""
+        found = re.search(r"GLOBAL (\S+)|got <class '([^']+)'>", str(err))
+        what = f" ({found.group(1) or found.group(2)})" if found else ""
         raise ValueError(
             f"{path}: refused to load: it holds a Python object{what}, not only tensors and "
             "plain values as the checkpoints policylab writes; loading it could run code. "
             "Resume only run folders you trust"
         ) from None
+
+
+def _numpy_arrays() -> list:
+    """What unpickling a numpy array or scalar of booleans or numbers calls (object arrays
+    stay refused: their dtype class is not in the list)."""
+    try:
+        from numpy._core.multiarray import _reconstruct, scalar  # numpy >= 2
+    except ImportError:
+        from numpy.core.multiarray import _reconstruct, scalar
+    numbers = [type(np.dtype(code)) for code in "?bBhHiIlLqQefdgFDG"]
+    return [_reconstruct, scalar, np.ndarray, np.dtype, *numbers]
+
+
+_NUMPY_ARRAYS = _numpy_arrays()
 
 
 def check_resumable(config_file: Path, config: dict[str, Any]) -> None:
