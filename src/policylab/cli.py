@@ -63,6 +63,7 @@ def _train(console: Console, args: argparse.Namespace) -> int:
 
     from policylab import routing
     from policylab.config import ControlConfig, TabularConfig, parse_overrides
+    from policylab.trainers.run_safety import RunFolderError
 
     overrides = parse_overrides(args.overrides)
     for flag in ("algo", "task", "model"):
@@ -79,11 +80,15 @@ def _train(console: Console, args: argparse.Namespace) -> int:
         saved = {k: v for k, v in saved.items() if k not in ("provenance", "resolved")}
         saved["run_dir"] = args.resume
     cfg = routing.run_config(args.config, overrides, saved=saved)
+    try:  # a run folder that cannot be written (disk full, read-only) stops the run
+        result = routing.train(cfg, resume=bool(args.resume))
+    except RunFolderError as err:
+        console.print(f"[red]error:[/red] {escape(str(err))}")
+        return 2
     if isinstance(cfg, ControlConfig):
-        return _report_control(console, cfg, routing.train(cfg, resume=bool(args.resume)))
+        return _report_control(console, cfg, result)
     if isinstance(cfg, TabularConfig):
-        return _report_tabular(console, cfg, routing.train(cfg, resume=bool(args.resume)))
-    result = routing.train(cfg, resume=bool(args.resume))
+        return _report_tabular(console, cfg, result)
     table = Table(title=f"held-out {cfg.task} ({cfg.eval_n} test examples)", title_justify="left")
     for col in ("", "before", "after"):
         table.add_column(col)

@@ -58,6 +58,16 @@ def run_config(
         path = Path(config)
         given = _task_of_file(path)
     task = fields.get("task") or given.get("task") or saved.get("task") or ""
+    if saved:  # before the task picks a trainer: a clear error, not another schema's
+        _keeps(saved, {**given, **fields, "task": task})
+    cfg = _route(task, path, given, fields, saved)
+    if saved:
+        _keeps(saved, cfg.model_dump())
+    return cfg
+
+
+def _route(task, path: Path | None, given: dict, fields: dict, saved: dict) -> RunConfig:
+    """The config of `task`'s trainer, from its layers (saved < given < fields)."""
     if str(task).startswith(TABULAR_PREFIX):
         return load(TabularConfig, None, {**saved, **_unset(TabularConfig, path, given), **fields})
     if is_gym_task(str(task)):
@@ -74,6 +84,21 @@ def run_config(
             return load_control(path, fields)
         return load_control(None, {**given, **fields})
     return load(TrainConfig, None, {**saved, **_unset(TrainConfig, path, given), **fields})
+
+
+def _keeps(saved: dict[str, Any], config: dict[str, Any]) -> None:
+    """A resumed run keeps the task, algorithm, seed and model it started with: another
+    value would mix two runs in one folder."""
+    from policylab.trainers.run_safety import KEPT_ON_RESUME
+
+    for key in KEPT_ON_RESUME:
+        if key in saved and key in config and config[key] != saved[key]:
+            raise ValueError(
+                f"cannot resume {saved.get('run_dir', 'the run')} with {key}={config[key]!r}: "
+                f"it was started with {key}={saved[key]!r}. A resumed run keeps its "
+                f"{', '.join(KEPT_ON_RESUME)} (other fields, e.g. steps, may change); "
+                "choose another run_dir to change them"
+            )
 
 
 def _same_kind(config: RunConfig, fields: dict[str, Any]) -> bool:

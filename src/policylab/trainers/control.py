@@ -17,7 +17,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import cloudpickle
 import torch
 
 from policylab import recipes
@@ -27,7 +26,14 @@ from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
 from policylab.recipes.compose import components
 from policylab.stages.pipeline import control_pipeline
-from policylab.trainers.run import Run, latest_checkpoint, lr_lambda, mean_metrics, progress_bar
+from policylab.trainers.run import (
+    Run,
+    latest_checkpoint,
+    load_state,
+    lr_lambda,
+    mean_metrics,
+    progress_bar,
+)
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make_vector_env
 
 log = logging.getLogger(__name__)
@@ -138,11 +144,14 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         pipeline.load_state_dict(state.get("stages") or {s.name: {} for s in pipeline})
         start = state["step"]
         done = ControlProgress(state["evals"], state["solved_at"], state["elapsed_s"])
-        collector.close()
-        if state["collector"] is not None:  # a sync collector: every env's exact state
-            collector = cloudpickle.loads(state["collector"])
-        else:  # async: subprocesses cannot be pickled; restart the episodes, new seeds
-            log.warning("async environments cannot be restored: episodes restart")
+        if isinstance(state["collector"], dict):  # a sync collector: every env's exact state
+            collector.load_state_dict(state["collector"])
+        else:  # none saved (async, or not plain data): restart the episodes, new seeds
+            why = "written by an older policylab, which pickled them"
+            if state["collector"] is None:
+                why = "asynchronous, or holding objects that are not plain data"
+            log.warning("the checkpoint holds no environment state (%s): episodes restart", why)
+            collector.close()
             collector = make_collector(cfg, cfg.seed + start * cfg.num_envs)
         log.info("resumed %s at iteration %d", run.dir, start)
 
@@ -241,9 +250,7 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                         "optimizer": optimiser.state_dict(),
                         "scheduler": scheduler.state_dict(),
                         "generator": generator.get_state(),
-                        "collector": (
-                            cloudpickle.dumps(collector) if cfg.vector == "sync" else None
-                        ),
+                        "collector": collector.state_dict(),
                         "evals": evals,
                         "elapsed_s": done.elapsed,
                         "solved_at": done.solved_at,
@@ -277,7 +284,7 @@ def load_policy(run_dir: str | Path) -> torch.nn.Module:
     path = latest_checkpoint(run_dir)
     if path is None:
         raise FileNotFoundError(f"{run_dir}: no checkpoint to load a policy from")
-    state = torch.load(path / "state.pt", weights_only=False)
+    state = load_state(path / "state.pt")
     cfg = load(ControlConfig, None, state["config"])
     envs = make_vector_env(cfg.task, 1)
     policy, _ = make_policy(cfg, envs)

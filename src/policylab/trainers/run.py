@@ -9,10 +9,20 @@ TensorBoard), samples, atomic checkpoints with resume, curves, summary, progress
       curves.png       chosen metrics against steps
       checkpoints/     step_N/ ...; `latest` names the newest complete one
       summary.md       before/after table, wall time, throughput
+      .lock            the pid and host of the process that owns the folder
+
+What can go wrong, and what happens: a second process on a folder in use is refused
+(`RunFolderInUse`); a checkpoint is loaded with `weights_only=True` (tensors and plain
+values: a file holding Python objects is refused, never executed); a resume drops the
+metrics and samples its checkpoint does not cover (all of them without a checkpoint); a
+torn last line of metrics.jsonl (a kill mid-write) is dropped with a warning; a checkpoint
+that cannot be written (disk full) is removed with a warning and training continues,
+while metrics that cannot be written stop the run (`RunFolderError`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -27,6 +37,15 @@ from typing import Any
 import torch
 import yaml
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from policylab.trainers.run_safety import (
+    RunFolderError,
+    acquire_lock,
+    check_resumable,
+    load_state,
+    read_jsonl,
+    release_lock,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,27 +67,42 @@ class Run:
     ) -> None:
         self.dir = Path(run_dir)
         self.keep = keep_checkpoints
+        self._tb = None
+        self._unsaved: tuple[int, OSError] | None = None  # the last checkpoint that failed
         if not resume and self.latest_checkpoint() is not None:
             raise FileExistsError(
                 f"run folder {str(self.dir)!r} already holds checkpoints; continue it with "
                 "--resume, or choose another run name"
             )
-        if resume and self.latest_checkpoint() is None and (self.dir / "config.yaml").exists():
-            log.warning("no complete checkpoint in %s: starting from step 0", self.dir)
+        resumed = resume and (self.dir / "config.yaml").is_file()
+        if resumed:
+            check_resumable(self.dir / "config.yaml", config)
         self.dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(
-            self.dir / "config.yaml",
-            yaml.safe_dump(
-                {**config, "provenance": provenance()}, sort_keys=False, allow_unicode=True
-            ),
+        self._lock = acquire_lock(self.dir)
+        text = yaml.safe_dump(
+            {**config, "provenance": provenance()}, sort_keys=False, allow_unicode=True
         )
-        self._tb = None
+        self._config_text: str | None = text
+        logged = [self.dir / name for name in ("metrics.jsonl", "samples.jsonl")]
+        if self.latest_checkpoint() is None and any(path.exists() for path in logged):
+            # an attempt killed before its first checkpoint: the run starts again at step 0
+            log.warning(
+                "no complete checkpoint in %s: starting from step 0, without the rows the "
+                "earlier attempt logged (%s)",
+                self.dir,
+                ", ".join(path.name for path in logged if path.exists()),
+            )
+            for path in logged:
+                _keep_until(path, None)
+            self._purge_step = 0
+        if not resumed:  # a resumed run's, once it logs: a failed resume leaves it as it was
+            self._write_config()
 
     # ---- logging --------------------------------------------------------------------------
     def log(self, step: int, metrics: dict[str, float], *, kind: str = "train") -> None:
         row = {"step": step, "kind": kind, **{k: _plain(v) for k, v in metrics.items()}}
-        with open(self.dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+        self._write_config()
+        self._append("metrics.jsonl", json.dumps(row) + "\n")
         writer = self._writer()
         if writer is not None:
             for key, value in metrics.items():
@@ -76,9 +110,36 @@ class Run:
                     writer.add_scalar(f"{kind}/{key}" if kind != "train" else key, value, step)
 
     def log_samples(self, step: int, rows: Iterable[dict]) -> None:
-        with open(self.dir / "samples.jsonl", "a") as f:
-            for row in rows:
-                f.write(json.dumps({"step": step, **{k: _plain(v) for k, v in row.items()}}) + "\n")
+        lines = [
+            json.dumps({"step": step, **{k: _plain(v) for k, v in row.items()}}) + "\n"
+            for row in rows
+        ]
+        if lines:
+            self._append("samples.jsonl", "".join(lines))
+
+    def _append(self, name: str, lines: str) -> None:
+        """Whole lines, in one unbuffered write on a file opened for appending: a kill
+        leaves at most a torn last line, and nothing else writes between their bytes."""
+        path = self.dir / name
+        data = lines.encode()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "short write (disk full?)")
+            finally:
+                os.close(fd)
+        except OSError as err:
+            raise RunFolderError(
+                f"cannot write {path}: {err}; the run stops here. Its checkpoints are "
+                f"unchanged (latest: {self.latest_checkpoint() or 'none'}): free space or "
+                "make the folder writable, then continue it with --resume"
+            ) from err
+
+    def _write_config(self) -> None:
+        if self._config_text is not None:
+            write_atomic(self.dir / "config.yaml", self._config_text)
+            self._config_text = None
 
     def metrics(self, kind: str | None = None) -> list[dict]:
         return read_metrics(self.dir, kind=kind)
@@ -96,30 +157,60 @@ class Run:
     _purge_step: int | None = None
 
     def close(self) -> None:
+        """Flush TensorBoard and give the folder up; a run whose last checkpoint could not
+        be written ends with an error saying which checkpoint it has instead."""
         if self._tb:
             self._tb.close()
+        release_lock(self._lock)
+        if self._unsaved is not None:
+            step, err = self._unsaved
+            raise RunFolderError(
+                f"the run's last checkpoint (step {step}) could not be written in "
+                f"{self.dir / CHECKPOINTS}: {err}. Its latest complete checkpoint is "
+                f"{self.latest_checkpoint() or 'none'}: free space and continue it with "
+                "--resume to redo the steps after it"
+            )
 
     # ---- checkpoints ----------------------------------------------------------------------
     def latest_checkpoint(self) -> Path | None:
         return latest_checkpoint(self.dir)
 
-    def save_checkpoint(self, step: int, state: dict[str, Any], model=None, tokenizer=None) -> Path:
+    def save_checkpoint(
+        self, step: int, state: dict[str, Any], model=None, tokenizer=None
+    ) -> Path | None:
         """Write step_N/ under a temporary name, rename it, then switch `latest`: a kill at
-        any moment leaves the previous checkpoint complete and named by `latest`."""
+        any moment leaves the previous checkpoint complete and named by `latest`. A write
+        that fails (disk full, read-only folder) removes the temporary folder, warns and
+        returns None: the previous checkpoint stays `latest` and training goes on."""
         root = self.dir / CHECKPOINTS
-        root.mkdir(parents=True, exist_ok=True)
         final = root / f"step_{step}"
         tmp = root / f".step_{step}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        if model is not None:  # a complete model folder: `policylab eval --model .../model`
-            model.save_pretrained(tmp / "model")
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp / "model")
-        torch.save(state, tmp / "state.pt")
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        write_atomic(root / LATEST, final.name + "\n")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            if model is not None:  # a complete model folder: `policylab eval --model .../model`
+                model.save_pretrained(tmp / "model")
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp / "model")
+            with open(tmp / "state.pt", "wb") as f:  # a file object: write errors are OSError
+                torch.save(state, f)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+            write_atomic(root / LATEST, final.name + "\n")
+        except OSError as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.warning(
+                "could not write checkpoint %s: %s; removed %s, %s stays the latest "
+                "checkpoint and training continues",
+                final,
+                err,
+                tmp,
+                self.latest_checkpoint() or "no checkpoint",
+            )
+            self._unsaved = (step, err)
+            return None
+        self._unsaved = None
         self._prune(keep=final)
         return final
 
@@ -129,10 +220,10 @@ class Run:
         path = self.latest_checkpoint()
         if path is None:
             return None
-        state = torch.load(path / "state.pt", weights_only=False)
+        state = load_state(path / "state.pt")
         step = int(state["step"])
         for name in ("metrics.jsonl", "samples.jsonl"):
-            _truncate_after(self.dir / name, step)
+            _keep_until(self.dir / name, step)
         self._purge_step = step + 1
         return path, state
 
@@ -220,10 +311,7 @@ def read_metrics(
     """The rows of a run folder's metrics.jsonl (of one `kind`, "train" or "eval", if given),
     without the keys that start with any prefix in `drop` (e.g. ("perf/",) for wall-clock
     columns, which never repeat between runs)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(Path(run_dir) / "metrics.jsonl")
     return [
         {k: v for k, v in r.items() if not (drop and k.startswith(drop))}
         for r in rows
@@ -257,8 +345,11 @@ def mean_metrics(weighted: list[tuple[float, dict[str, float]]]) -> dict[str, fl
 
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def provenance() -> dict[str, str]:
@@ -290,15 +381,16 @@ def provenance() -> dict[str, str]:
     return info
 
 
-def _truncate_after(path: Path, step: int) -> None:
+def _keep_until(path: Path, step: int | None) -> None:
+    """Drop the rows of a JSONL file after `step` (all of them when None): what a resumed
+    run's checkpoint does not cover."""
     if not path.exists():
         return
-    kept = [
-        line
-        for line in path.read_text().splitlines()
-        if line.strip() and json.loads(line).get("step", 0) <= step
-    ]
-    write_atomic(path, "".join(line + "\n" for line in kept))
+    if step is None:
+        path.unlink()
+        return
+    kept = [row for row in read_jsonl(path) if row.get("step", 0) <= step]
+    write_atomic(path, "".join(json.dumps(row) + "\n" for row in kept))
 
 
 def _plain(value: Any) -> Any:

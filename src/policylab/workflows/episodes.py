@@ -15,14 +15,21 @@ update. Rewards can be scaled by a running estimate of the std of
 the discounted return (`normalize_reward`, as SB3's VecNormalize; episode statistics stay
 in raw reward).
 
-A synchronous collector is picklable (cloudpickle), so a checkpoint restores every
-environment's exact state and a resumed run continues step for step. An asynchronous one
-(`vector="async"`, one subprocess per environment) cannot be pickled; a resumed run
+A synchronous collector's state is plain data (`state_dict`: tensors, numbers, strings,
+every environment's attributes wrapper by wrapper, its RNG as the bit generator's state),
+so a checkpoint, loaded with `weights_only=True`, restores every environment's exact state
+into a collector rebuilt from the same id and seed, and a resumed run continues step for
+step; nothing is unpickled. An environment holding other objects, or an asynchronous
+collector (`vector="async"`, one subprocess per environment), is not saved: a resumed run
 restarts its episodes (see trainers/control.py)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from enum import Enum
+from types import ModuleType
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -32,7 +39,13 @@ from policylab import envs as _registered_envs  # noqa: F401  (policylab/... gym
 from policylab.policies.mlp import RunningMeanStd
 from policylab.rollouts import Rollouts
 
+log = logging.getLogger(__name__)
+
 VECTOR = ("sync", "async")
+# gymnasium's construction-time attributes: rebuilt identically from the id, never saved
+_BUILT = {"metadata", "_metadata", "_saved_kwargs", "spec", "_cached_spec", "env_fns"}
+_STATIC = (gym.Env, gym.vector.VectorEnv, gym.Space, Enum, type, ModuleType)
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 
 
 def make_vector_env(
@@ -104,6 +117,7 @@ class EpisodeCollector:
         obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self.envs.action_space.seed(seed)
         self.obs = torch.as_tensor(obs, dtype=torch.float32)
+        self._warned = False  # that the environments' state cannot be saved
         self.episode_return = np.zeros(num_envs)
         self.episode_length = np.zeros(num_envs, dtype=np.int64)
         space = self.envs.single_action_space
@@ -186,8 +200,155 @@ class EpisodeCollector:
             ep_lengths,
         )
 
+    def state_dict(self) -> dict[str, Any] | None:
+        """What a rebuilt collector needs to continue step for step, as tensors and plain
+        values: observations, running episode statistics, the reward scaler and every
+        environment's attributes, wrapper by wrapper. None when that is not possible:
+        asynchronous environments, or an attribute that is not plain data (said once, in a
+        warning)."""
+        if not isinstance(self.envs, gym.vector.SyncVectorEnv):
+            return None
+        try:
+            envs = [[_plain_attributes(layer) for layer in _layers(e)] for e in self.envs.envs]
+            vector = _plain_attributes(self.envs)
+        except _NotPlain as err:
+            if not self._warned:
+                log.warning("environment state not saved (%s): a resume restarts episodes", err)
+                self._warned = True
+            return None
+        scaler = None
+        if self.scaler is not None:
+            scaler = {"ret": torch.from_numpy(self.scaler.ret.copy()),
+                      "stats": self.scaler.stats.state_dict()}  # fmt: skip
+        return {
+            "obs": self.obs.clone(),
+            "episode_return": torch.from_numpy(self.episode_return.copy()),
+            "episode_length": torch.from_numpy(self.episode_length.copy()),
+            "scaler": scaler,
+            "vector": vector,
+            "envs": envs,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Put `state_dict()`'s state into this collector, built from the same id, number
+        of environments and seed. A state that does not fit (another environment, another
+        gymnasium version) is a ValueError naming the attribute."""
+        self.obs = state["obs"].clone()
+        self.episode_return = state["episode_return"].numpy().copy()
+        self.episode_length = state["episode_length"].numpy().copy()
+        if (state["scaler"] is None) != (self.scaler is None):
+            raise ValueError("saved collector state: reward scaling differs from this run's")
+        if self.scaler is not None:
+            self.scaler.ret = state["scaler"]["ret"].numpy().copy()
+            self.scaler.stats.load_state_dict(state["scaler"]["stats"])
+        _restore_attributes(self.envs, state["vector"])
+        if len(state["envs"]) != len(self.envs.envs):
+            raise ValueError(
+                f"saved collector state has {len(state['envs'])} environments; this run "
+                f"has {len(self.envs.envs)}"
+            )
+        for env, saved in zip(self.envs.envs, state["envs"], strict=True):
+            layers = _layers(env)
+            if len(layers) != len(saved):
+                raise ValueError(
+                    f"saved state of {type(env).__name__} has {len(saved)} wrapper layers; "
+                    f"rebuilt it has {len(layers)}"
+                )
+            for layer, attributes in zip(layers, saved, strict=True):
+                _restore_attributes(layer, attributes)
+
     def close(self) -> None:
         self.envs.close()
+
+
+class _NotPlain(Exception):
+    """An environment attribute that is not plain data (cannot be saved without pickle)."""
+
+
+def _layers(env) -> list:
+    """An environment and the ones it wraps, outermost first."""
+    out = [env]
+    while isinstance(getattr(out[-1], "env", None), gym.Env):
+        out.append(out[-1].env)
+    return out
+
+
+def _plain_attributes(obj) -> dict[str, Any]:
+    """{"type": class name, "attributes": {name: encoded value}} of the attributes of
+    `obj` that change as it runs (construction-time ones and nested environments left)."""
+    attributes = {}
+    for name, value in vars(obj).items():
+        if name in _BUILT or _is_static(value):
+            continue
+        try:
+            attributes[name] = _encode(value)
+        except _NotPlain as err:
+            raise _NotPlain(f"{type(obj).__name__}.{name} holds a {err}") from None
+    return {"type": type(obj).__name__, "attributes": attributes}
+
+
+def _restore_attributes(obj, saved: dict[str, Any]) -> None:
+    if saved["type"] != type(obj).__name__:
+        raise ValueError(
+            f"saved environment state is of a {saved['type']}; rebuilt it is a {type(obj).__name__}"
+        )
+    for name, value in saved["attributes"].items():
+        if name not in vars(obj):
+            raise ValueError(f"saved environment state sets {saved['type']}.{name}, unknown now")
+        setattr(obj, name, _decode(value))
+
+
+def _is_static(value) -> bool:
+    if isinstance(value, _STATIC) or callable(value):
+        return True
+    return isinstance(value, list | tuple) and bool(value) and all(map(_is_static, value))
+
+
+def _encode(value) -> Any:
+    """A value as tensors and plain Python values, tagged so `_decode` gives back the
+    same types (numpy scalars and arrays keep their dtype)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.random.Generator):
+        return {"kind": "rng", "state": value.bit_generator.state}
+    if isinstance(value, np.ndarray | np.generic) and value.dtype != object:
+        try:
+            array = torch.from_numpy(np.array(value))
+        except TypeError:  # a dtype torch lacks (strings, ...)
+            raise _NotPlain(f"numpy {value.dtype}") from None
+        return {"kind": "array", "value": array, "scalar": isinstance(value, np.generic)}
+    if isinstance(value, torch.Tensor):
+        return {"kind": "tensor", "value": value.detach().clone()}
+    if isinstance(value, list | tuple):
+        kind = "list" if isinstance(value, list) else "tuple"
+        return {"kind": kind, "items": [_encode(v) for v in value]}
+    if isinstance(value, dict):
+        return {"kind": "dict", "items": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    raise _NotPlain(type(value).__name__)
+
+
+def _decode(value) -> Any:
+    if not isinstance(value, dict):
+        return value
+    kind = value["kind"]
+    if kind == "rng":
+        name = value["state"]["bit_generator"]
+        if name not in _BIT_GENERATORS:
+            raise ValueError(f"saved RNG state names bit generator {name!r}")
+        rng = np.random.Generator(getattr(np.random, name)())
+        rng.bit_generator.state = value["state"]
+        return rng
+    if kind == "array":
+        array = value["value"].numpy().copy()
+        return array[()] if value["scalar"] else array
+    if kind == "tensor":
+        return value["value"].clone()
+    if kind in ("list", "tuple"):
+        items = [_decode(v) for v in value["items"]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {_decode(k): _decode(v) for k, v in value["items"]}
+    raise ValueError(f"saved environment state has a value of unknown kind {kind!r}")
 
 
 def evaluate_policy(

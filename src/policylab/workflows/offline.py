@@ -13,7 +13,9 @@ charged to the sample budget.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +56,10 @@ class OfflineSet:
         return groups, batch, info
 
     def save(self, folder: Path) -> None:
-        state = {"batch": self.batch, "samples": self.samples, "tokens": self.tokens}
+        """offline.pt: the batch's fields, the counts and the prompts, as tensors and plain
+        values (read back with `weights_only=True`)."""
+        batch = {f.name: getattr(self.batch, f.name) for f in dataclasses.fields(Rollouts)}
+        state = {"batch": batch, "samples": self.samples, "tokens": self.tokens}
         torch.save({**state, "prompts": self.prompts}, Path(folder) / FILE)
 
     @classmethod
@@ -62,8 +67,16 @@ class OfflineSet:
         path = Path(folder) / FILE
         if not path.exists():
             return None
-        state = torch.load(path, weights_only=False)
-        return cls(state["batch"], state["samples"], state["tokens"], prompts=state.get("prompts"))
+        try:
+            state = torch.load(path, weights_only=True)
+        except pickle.UnpicklingError:
+            raise ValueError(
+                f"{path}: refused to load: it holds Python objects, not only tensors and "
+                "plain values as the offline sets policylab writes; loading it could run "
+                "code. Delete it to sample the set again, if you trust the run folder"
+            ) from None
+        batch = Rollouts(**state["batch"])
+        return cls(batch, state["samples"], state["tokens"], prompts=state.get("prompts"))
 
 
 def build_offline_set(rounds: list[tuple[Rollouts, RolloutInfo]]) -> OfflineSet:
