@@ -82,7 +82,7 @@ class CombinedReward:
         for name, fn in self.functions.items():
             kwargs = _columns_for(name, fn, columns)
             values, failed = self._score(name, fn, prompts, completions, kwargs)
-            parts[name] = self._sorted(name, values, failed, counts, scored)
+            parts[name] = self._part(name, values, failed, counts, scored)
         total = []
         for i in range(n):
             values = [(self.weights[k], v[i]) for k, v in parts.items() if not math.isnan(v[i])]
@@ -90,7 +90,7 @@ class CombinedReward:
         counts.scored = sum(scored)
         return RewardResult(total, parts, dict(counts.failed), counts)
 
-    def _sorted(self, name, values, failed: set[int], counts, scored: list[bool]) -> list[float]:
+    def _part(self, name, values, failed: set[int], counts, scored: list[bool]) -> list[float]:
         """The part of function `name`: failed samples keep the failure reward, None and
         non-finite values become NaN; each counted, rows with a finite value marked."""
         part = []
@@ -105,14 +105,14 @@ class CombinedReward:
                 self._once(
                     name,
                     "nonfinite",
-                    "reward %r returned %r for sample %d; values that are NaN, ±inf or beyond "
-                    "float32 (%.3g, times the weight %g) are left out and counted in "
-                    "reward/nonfinite/%s",
+                    "reward %r returned %r for sample %d; a value that is NaN, ±inf or, "
+                    "times its weight %g, beyond float32's %.3g is left out (as None) and "
+                    "counted in reward/nonfinite/%s",
                     name,
                     v,
                     i,
-                    FLOAT32_MAX,
                     self.weights[name],
+                    FLOAT32_MAX,
                     name,
                 )
                 v = math.nan
@@ -124,29 +124,29 @@ class CombinedReward:
     def _score(self, name, fn, prompts, completions, kwargs) -> tuple[list, set[int]]:
         """The function's values (None where it cannot score) and the samples that failed
         (raised or timed out), which hold the failure reward."""
-        n = len(completions)
-        whole = call(fn, (list(prompts), list(completions)), kwargs, self.timeout_s, name)
+        n, limit = len(completions), (self.timeout_s, name)
+        whole = call(fn, (list(prompts), list(completions)), kwargs, *limit)
         if whole.ok:
             return _checked(name, whole.value, n), set()
         if whole.timed_out:
             self._timed_out(name, n)
             return [self.failure_reward] * n, set(range(n))
-        values, failed, timed_out = [], set(), False
+        values, failed, hung = [], set(), False
         for i in range(n):
-            one = Call(timed_out=True)
-            if not timed_out:
-                row = {k: [v[i]] for k, v in kwargs.items()}
-                one = call(fn, ([prompts[i]], [completions[i]]), row, self.timeout_s, name)
-            if one.ok:
+            row = {k: [v[i]] for k, v in kwargs.items()}
+            one = None if hung else call(fn, ([prompts[i]], [completions[i]]), row, *limit)
+            if one is not None and one.ok:
                 values.extend(_checked(name, one.value, 1))
                 continue
-            if one.timed_out and not timed_out:
-                self._timed_out(name, n - i)
-            elif not one.timed_out:
-                self._raised(name, i, one)
-            timed_out = timed_out or one.timed_out
             failed.add(i)
             values.append(self.failure_reward)
+            if one is None:  # after a timeout the remaining samples fail untried
+                continue
+            if one.timed_out:
+                hung = True
+                self._timed_out(name, n - i)
+            else:
+                self._raised(name, i, one)
         return values, failed
 
     def _raised(self, name: str, i: int, one: Call) -> None:
