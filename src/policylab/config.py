@@ -184,6 +184,19 @@ class TrainConfig(RunSchema):
     failure_reward: float = Field(
         0.0, description="reward of a sample whose reward function raised"
     )
+    reward_timeout_s: float = Field(
+        30.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="seconds one call of a reward function may take; past it its samples "
+        "get failure_reward (0 = no limit, called in the main thread)",
+    )
+    max_unscored_steps: int = Field(
+        3,
+        ge=0,
+        description="stop after this many steps in a row in which no sample got a valid "
+        "reward (0 = only warn)",
+    )
     steps: int = Field(200, ge=1, description="training steps (one batch of rollouts each)")
     prompts_per_step: int = Field(16, ge=1, description="prompts drawn per step")
     train_pool: int = Field(4000, ge=1, description="distinct training prompts drawn once per run")

@@ -12,16 +12,25 @@ signature, so users' functions move over unchanged. `None` in the returned list 
     combined = rewards.combine({"countdown": 1.0, "format": 0.1})
     result = combined(prompts, completions, numbers=..., target=...)
     result.total, result.parts["format"], result.failures
+    result.counts.metrics()                  # reward/failed/<name>, reward/nonfinite/<name>
+
+Every call is contained: any exception but KeyboardInterrupt (sys.exit included) fails
+only its samples, a call past `timeout_s` is abandoned, a NaN, ±inf or huge value is left
+out and counted, and `UnscoredSteps` stops a run whose rewards score nothing.
 """
 
 from policylab.rewards.builtin import exact_answer, format_reward, math_verify_reward
 from policylab.rewards.combine import CombinedReward, RewardResult, combine
+from policylab.rewards.counts import RewardCounts, UnscoredRunError, UnscoredSteps
 from policylab.rewards.lookup import get, names
 from policylab.rewards.registry import load_user_reward, register, reward_functions
 
 __all__ = [
     "CombinedReward",
+    "RewardCounts",
     "RewardResult",
+    "UnscoredRunError",
+    "UnscoredSteps",
     "combine",
     "exact_answer",
     "format_reward",

@@ -4,6 +4,7 @@ under the names of `BUILTIN` by registry.py."""
 from __future__ import annotations
 
 import re
+import threading
 
 from policylab.tasks.base import extract_answer
 
@@ -30,16 +31,20 @@ def math_verify_reward(prompts, completions, answer, **columns) -> list[float]:
     judged by Hugging Face's math-verify (LaTeX, fractions, sets, intervals, ...).
 
     The answer is read from <answer>…</answer> when present, else from the whole
-    completion (math-verify then finds a boxed or final expression itself)."""
+    completion (math-verify then finds a boxed or final expression itself). math-verify
+    times each call with signal.alarm (5 s), which only the main thread may use; in the
+    worker thread of a reward timeout (reward_timeout_s) that timeout bounds it instead."""
     from math_verify import parse, verify
 
+    own = 5 if threading.current_thread() is threading.main_thread() else None
     scores = []
     for completion, gold in zip(completions, answer, strict=True):
         inside = extract_answer(completion)
         text = inside if inside is not None else completion
-        gold_parsed = parse(_as_math(str(gold)))
-        predicted = parse(_as_math(text))
-        scores.append(1.0 if gold_parsed and predicted and verify(gold_parsed, predicted) else 0.0)
+        gold_parsed = parse(_as_math(str(gold)), parsing_timeout=own)
+        predicted = parse(_as_math(text), parsing_timeout=own)
+        right = gold_parsed and predicted and verify(gold_parsed, predicted, timeout_seconds=own)
+        scores.append(1.0 if right else 0.0)
     return scores
 
 

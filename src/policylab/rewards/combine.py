@@ -2,10 +2,15 @@
 
 R_i = Σ_f w_f·r_f(i) over the functions that scored row i (NaN parts are skipped; a row
 no function could score is NaN). A function that raises is retried sample by sample;
-each sample that still raises gets `failure_reward`, is counted in `failures[name]` and
-logged once with its traceback: one bad sample never ends a run. A function that returns
-the wrong number of values or a non-number is a bug in that function and fails at once,
-naming it."""
+each sample that still raises gets `failure_reward`, is counted and logged (the first
+traceback of each kind of error, once): one bad sample never ends a run, and neither
+does `sys.exit` in a reward (only KeyboardInterrupt passes). With `timeout_s`, each call
+runs in a worker thread (calls.py); a call past it fails its samples, and after a timeout
+the function's remaining samples of the batch fail without being tried, so one batch
+waits at most two timeouts per function. A value that is NaN, ±inf or beyond float32
+(alone or times its weight) is left out like None and counted (counts.py). A function
+that returns the wrong number of values or a non-number is a bug in that function and
+fails at once, naming it."""
 
 from __future__ import annotations
 
@@ -13,21 +18,25 @@ import inspect
 import logging
 import math
 import numbers
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policylab.rewards.calls import Call, call
+from policylab.rewards.counts import RewardCounts
 from policylab.rewards.lookup import get
 
 log = logging.getLogger(__name__)
+
+FLOAT32_MAX = 3.4028234663852886e38  # rewards travel as float32 tensors: beyond is ±inf
 
 
 @dataclass
 class RewardResult:
     total: list[float]  # [B] weighted sum per sample
     parts: dict[str, list[float]]  # name → [B] unweighted value of each function
-    failures: dict[str, int] = field(default_factory=dict)  # name → samples that raised
+    failures: dict[str, int] = field(default_factory=dict)  # name → samples that failed
+    counts: RewardCounts = field(default_factory=RewardCounts)  # failed, non-finite, None
 
 
 class CombinedReward:
@@ -38,6 +47,7 @@ class CombinedReward:
         weights: Mapping[str | Callable, float],
         failure_reward: float = 0.0,
         functions: Mapping[str, Callable] | None = None,
+        timeout_s: float = 0.0,
     ):
         if not weights:
             raise ValueError("combine() needs at least one reward function")
@@ -56,6 +66,8 @@ class CombinedReward:
             self.functions[name] = fn
             self.weights[name] = float(weight)
         self.failure_reward = float(failure_reward)
+        self.timeout_s = float(timeout_s)
+        self._reported: set[tuple[str, str]] = set()  # (function, what) already logged
 
     def __call__(self, prompts: Sequence, completions: Sequence, **columns: Any) -> RewardResult:
         n = len(completions)
@@ -64,51 +76,114 @@ class CombinedReward:
         for key, column in columns.items():
             if len(column) != n:
                 raise ValueError(f"column {key!r} has {len(column)} values for {n} completions")
-        parts, failures = {}, {}
+        parts = {}
+        counts = RewardCounts(tuple(self.functions), rows=n)
+        scored = [False] * n
         for name, fn in self.functions.items():
             kwargs = _columns_for(name, fn, columns)
-            parts[name], failures[name] = self._score(name, fn, prompts, completions, kwargs)
+            values, failed = self._score(name, fn, prompts, completions, kwargs)
+            parts[name] = self._part(name, values, failed, counts, scored)
         total = []
         for i in range(n):
             values = [(self.weights[k], v[i]) for k, v in parts.items() if not math.isnan(v[i])]
             total.append(sum(w * v for w, v in values) if values else math.nan)
-        return RewardResult(total, parts, {k: v for k, v in failures.items() if v})
+        counts.scored = sum(scored)
+        return RewardResult(total, parts, dict(counts.failed), counts)
 
-    def _score(self, name, fn, prompts, completions, kwargs) -> tuple[list[float], int]:
-        try:
-            return _checked(
-                name, fn(list(prompts), list(completions), **kwargs), len(completions)
-            ), 0
-        except RewardOutputError:
-            raise
-        except Exception:  # noqa: BLE001 - isolate below, sample by sample
-            pass
-        scores, failed = [], 0
-        for i in range(len(completions)):
+    def _part(self, name, values, failed: set[int], counts, scored: list[bool]) -> list[float]:
+        """The part of function `name`: failed samples keep the failure reward, None and
+        non-finite values become NaN; each counted, rows with a finite value marked."""
+        part = []
+        for i, v in enumerate(values):
+            if i in failed:
+                counts.failed[name] += 1
+            elif v is None:
+                counts.missing[name] += 1
+                v = math.nan
+            elif not abs(v) <= FLOAT32_MAX or not abs(self.weights[name] * v) <= FLOAT32_MAX:
+                counts.nonfinite[name] += 1
+                self._once(
+                    name,
+                    "nonfinite",
+                    "reward %r returned %r for sample %d; a value that is NaN, ±inf or, "
+                    "times its weight %g, beyond float32's %.3g is left out (as None) and "
+                    "counted in reward/nonfinite/%s",
+                    name,
+                    v,
+                    i,
+                    self.weights[name],
+                    FLOAT32_MAX,
+                    name,
+                )
+                v = math.nan
+            else:
+                scored[i] = True
+            part.append(v)
+        return part
+
+    def _score(self, name, fn, prompts, completions, kwargs) -> tuple[list, set[int]]:
+        """The function's values (None where it cannot score) and the samples that failed
+        (raised or timed out), which hold the failure reward."""
+        n, limit = len(completions), (self.timeout_s, name)
+        whole = call(fn, (list(prompts), list(completions)), kwargs, *limit)
+        if whole.ok:
+            return _checked(name, whole.value, n), set()
+        if whole.timed_out:
+            self._timed_out(name, n)
+            return [self.failure_reward] * n, set(range(n))
+        values, failed, hung = [], set(), False
+        for i in range(n):
             row = {k: [v[i]] for k, v in kwargs.items()}
-            try:
-                scores.extend(_checked(name, fn([prompts[i]], [completions[i]], **row), 1))
-            except RewardOutputError:
-                raise
-            except Exception:  # noqa: BLE001 - a failing sample gets the failure reward
-                if failed == 0:
-                    log.warning(
-                        "reward %r raised on sample %d; it gets %s:\n%s",
-                        name,
-                        i,
-                        self.failure_reward,
-                        traceback.format_exc(limit=3),
-                    )
-                failed += 1
-                scores.append(self.failure_reward)
-        return scores, failed
+            one = None if hung else call(fn, ([prompts[i]], [completions[i]]), row, *limit)
+            if one is not None and one.ok:
+                values.extend(_checked(name, one.value, 1))
+                continue
+            failed.add(i)
+            values.append(self.failure_reward)
+            if one is None:  # after a timeout the remaining samples fail untried
+                continue
+            if one.timed_out:
+                hung = True
+                self._timed_out(name, n - i)
+            else:
+                self._raised(name, i, one)
+        return values, failed
+
+    def _raised(self, name: str, i: int, one: Call) -> None:
+        self._once(
+            name,
+            type(one.error).__name__,
+            "reward %r raised on sample %d; it gets %s (failure_reward; every failed sample "
+            "is counted in reward/failed/%s, this traceback is shown once):\n%s",
+            name,
+            i,
+            self.failure_reward,
+            name,
+            one.traceback,
+        )
+
+    def _timed_out(self, name: str, samples: int) -> None:
+        log.warning(
+            "reward %r did not return within %g s (reward_timeout_s); its call is abandoned "
+            "and %d sample(s) get %s (failure_reward), counted in reward/failed/%s",
+            name,
+            self.timeout_s,
+            samples,
+            self.failure_reward,
+            name,
+        )
+
+    def _once(self, name: str, what: str, message: str, *args) -> None:
+        if (name, what) not in self._reported:
+            self._reported.add((name, what))
+            log.warning(message, *args)
 
 
 class RewardOutputError(ValueError):
     """A reward function returned something that is not one number per completion."""
 
 
-def _checked(name: str, values: Any, n: int) -> list[float]:
+def _checked(name: str, values: Any, n: int) -> list[float | None]:
     if hasattr(values, "tolist"):  # numpy arrays and tensors
         values = values.tolist()
     if not isinstance(values, (list, tuple)):
@@ -123,7 +198,7 @@ def _checked(name: str, values: Any, n: int) -> list[float]:
     out = []
     for i, v in enumerate(values):
         if v is None:
-            out.append(math.nan)
+            out.append(None)
         elif isinstance(v, numbers.Real):
             out.append(float(v))
         else:
@@ -163,8 +238,10 @@ def combine(
     weights: Mapping[str | Callable, float],
     failure_reward: float = 0.0,
     functions: Mapping[str, Callable] | None = None,
+    timeout_s: float = 0.0,
 ) -> CombinedReward:
     """Weighted sum of reward functions given by name (or as callables). `functions` maps
     names to callables that take precedence over the registry (e.g. a task's verifier
-    built with non-default knobs)."""
-    return CombinedReward(weights, failure_reward, functions)
+    built with non-default knobs); `timeout_s` bounds each call (0: no limit, called in
+    this thread)."""
+    return CombinedReward(weights, failure_reward, functions, timeout_s)

@@ -113,6 +113,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         restore(restored, policies, pipeline, generator, done)
         log.info("resumed %s at step %d", run.dir, done.step)
     source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
+    unscored = rewards.UnscoredSteps(cfg.max_unscored_steps)
 
     if done.step == 0:
         held_out(policies, plan, cfg, run, done)
@@ -163,6 +164,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             metrics.update({**estimate.metrics, **pipeline.metrics(), **done.budget.as_metrics()})
             run.log(done.step, metrics)
             run.log_samples(done.step, _samples(info, collected.outcomes, cfg.samples_per_log))
+            unscored.check(done.step, info.reward_counts)  # warns; stops a run that scores nothing
             last = done.step == cfg.steps or out_of_budget(cfg, pipeline, done.budget)
             if last or (cfg.eval_every and done.step % cfg.eval_every == 0):
                 held_out(policies, plan, cfg, run, done)
@@ -293,6 +295,7 @@ def compose(cfg: TrainConfig) -> Plan:
         cfg.rewards or {default_reward: 1.0},
         failure_reward=cfg.failure_reward,
         functions={task.name: task.reward},
+        timeout_s=cfg.reward_timeout_s,
     )
     pool = task.examples(
         "train",
@@ -504,6 +507,7 @@ def _step_metrics(batch, advantages, info, learn, lr, t0, t1, t2, t3) -> dict[st
         "perf/learn_frac": (t3 - t2) / total,
         **learn,
         **info.metrics,
+        **(info.reward_counts.metrics() if info.reward_counts is not None else {}),
     }
     return metrics
 

@@ -17,7 +17,7 @@ import torch
 from policylab.algebra.selection import accuracy
 from policylab.evaluate import prompt_ids as tokenize_prompts
 from policylab.policies.language_model import LanguageModelPolicy
-from policylab.rewards import CombinedReward
+from policylab.rewards import CombinedReward, RewardCounts
 from policylab.rollouts import Rollouts
 
 
@@ -30,6 +30,9 @@ class RolloutInfo:
     generate_s: float  # wall time in the engine
     score_s: float  # wall time in the reward functions (environment steps for agents)
     metrics: dict[str, float] = field(default_factory=dict)  # the workflow's own (agent/*)
+    # per reward function: failed, non-finite and unscored samples (None: the workflow has
+    # no reward functions, e.g. environments' rewards, or stored rollouts)
+    reward_counts: RewardCounts | None = None
 
     @classmethod
     def concat(cls, infos: list[RolloutInfo]) -> RolloutInfo:
@@ -37,6 +40,7 @@ class RolloutInfo:
         failures: Counter[str] = Counter()
         for info in infos:
             failures.update(info.failures)
+        counts = [info.reward_counts for info in infos if info.reward_counts is not None]
         return cls(
             [c for info in infos for c in info.completions],
             [p for info in infos for p in info.prompts],
@@ -45,6 +49,7 @@ class RolloutInfo:
             sum(info.generate_s for info in infos),
             sum(info.score_s for info in infos),
             _mean_metrics([info.metrics for info in infos]),
+            sum(counts[1:], counts[0]) if counts else None,
         )
 
 
@@ -106,7 +111,13 @@ def rollout(
     )
     tokens = int(gen.mask.sum())
     info = RolloutInfo(
-        texts, row_prompts, scored.failures, tokens, generated - start, scored_at - generated
+        texts,
+        row_prompts,
+        scored.failures,
+        tokens,
+        generated - start,
+        scored_at - generated,
+        reward_counts=scored.counts,
     )
     if any(math.isnan(r) for r in scored.total):
         info.failures = {**info.failures, "unscored": sum(math.isnan(r) for r in scored.total)}
