@@ -199,12 +199,12 @@ def test_the_l1_simplex_projection_is_feasible_optimal_and_idempotent():
         on = (pbar > 0).numpy()
         ys, pb = y.numpy()[on], pbar.numpy()[on]
         reference = minimize(  # an independent route: SLSQP on the support
-            lambda q: 0.5 * ((q - ys) ** 2).sum(),
+            lambda q, ys=ys: 0.5 * ((q - ys) ** 2).sum(),
             pb,
             bounds=[(0, 1)] * len(pb),
             constraints=[
                 {"type": "eq", "fun": lambda q: q.sum() - 1},
-                {"type": "ineq", "fun": lambda q: kappa - abs(q - pb).sum()},
+                {"type": "ineq", "fun": lambda q, k=kappa, pb=pb: k - abs(q - pb).sum()},
             ],
             method="SLSQP",
             options={"ftol": 1e-14, "maxiter": 500},
