@@ -351,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     rep = sub.add_parser("report", help="(re)write an arena's results.md, curves.png, report.html")
     rep.add_argument("arena_dir")
     args = parser.parse_args(argv)
+    _show_logs()
     console = Console(width=None if sys.stdout.isatty() else 120)
     _quiet_transformers()
     if args.command == "list":
@@ -384,6 +385,16 @@ def _fields(command: str) -> str:
         "tabular": TabularConfig,
     }
     return describe_fields(schemas[command])
+
+
+def _show_logs() -> None:
+    """Warnings from the library on stderr as `WARNING message`, and the data report of a
+    data file (rows, duplicates, longest prompt against the context) at INFO."""
+    import logging
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    logging.getLogger("policylab.tasks.files").setLevel(logging.INFO)
 
 
 def _quiet_transformers() -> None:
