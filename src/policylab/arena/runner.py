@@ -29,7 +29,6 @@ fewer steps). Generated tokens and wall-clock are reported beside.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import math
@@ -37,12 +36,9 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from policylab.arena.processes import Children
 from policylab.arena.report import write_report
 from policylab.arena.stats import AlgoSummary, RunRecord, summarize
 from policylab.trainers.run import latest_checkpoint, read_metrics, write_atomic
@@ -424,80 +421,8 @@ def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str
     return cmd + (["--resume", str(run_dir)] if latest_checkpoint(run_dir) is not None else [])
 
 
-# PR_SET_PDEATHSIG (linux/prctl.h): the signal a process gets when its parent dies
-_PR_SET_PDEATHSIG = 1
-
-
-def _prctl() -> Callable[..., int] | None:
-    """libc's prctl, resolved in the parent (the child only calls it), or None off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn that makes the child receive SIGTERM when the arena dies, even by
-    kill -9, so that no orphaned run keeps writing to a folder that a re-run resumes.
-    Linux only; elsewhere None (the arena still ends its children when it is interrupted
-    or fails, in `_Children.stop`)."""
-    prctl = _prctl()
-    if prctl is None:
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # the arena died before prctl took effect
-            os._exit(128 + signal.SIGTERM)
-
-    return preexec
-
-
-class _Children:
-    """The training processes this arena started. The signal of PR_SET_PDEATHSIG is sent
-    when the *thread* that started the child ends; each child is started by a pool thread
-    that waits for it, so it fires only when the arena's process dies. On an interruption
-    or an error in the arena, `stop` ends every child and waits for it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: set[subprocess.Popen] = set()
-        self.stopped = False
-
-    def run(self, cmd: list[str], **popen: Any) -> int | None:
-        """The child's exit code, or None when the arena stopped before or during it."""
-        with self._lock:
-            if self.stopped:
-                return None
-            proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent(), **popen)
-            self._running.add(proc)
-        code = proc.wait()
-        with self._lock:
-            self._running.discard(proc)
-            return None if self.stopped else code
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM to every running child, then SIGKILL to any still alive after grace_s."""
-        with self._lock:
-            self.stopped = True
-            procs = list(self._running)
-        for proc in procs:
-            proc.terminate()
-        deadline = time.monotonic() + grace_s
-        for proc in procs:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                logger.warning("run process %d ignored SIGTERM; killing it", proc.pid)
-                proc.kill()
-                proc.wait()
-
-
 def _run_one(
-    folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int, children: _Children
+    folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int, children: Children
 ) -> int | None:
     """Train one run in its own process; its exit code (0: done), None if the arena was
     stopped meanwhile (the run stays partial: neither done nor failed)."""
@@ -539,7 +464,7 @@ def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[s
     if not todo:
         return []
     jobs = max(1, min(jobs, len(todo)))
-    children = _Children()
+    children = Children()
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
         _train_todo(folder, spec, todo, jobs, progress, pool, children)
@@ -558,7 +483,7 @@ def _train_todo(
     jobs: int,
     progress: bool,
     pool: ThreadPoolExecutor,
-    children: _Children,
+    children: Children,
 ) -> None:
     from policylab.trainers.run import progress_bar
 
