@@ -11,7 +11,6 @@ import pytest
 
 from policylab import rewards
 from policylab.config import TrainConfig, load
-from policylab.models import TinyConfig, build_model, build_tokenizer
 from policylab.trainers.llm import train
 from policylab.trainers.run import read_metrics
 from run_testing import FAST_LLM
@@ -150,34 +149,22 @@ def test_math_verify_works_under_a_timeout():
 # --- a run whose rewards score nothing --------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def small_model(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("small-model")
-    tokenizer = build_tokenizer()
-    arch = TinyConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2
-    )
-    build_model(tokenizer, arch, seed=0).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
-def _run(small_model, tmp_path, monkeypatch, body: str, **fields):
+def _run(small_model_dir, tmp_path, monkeypatch, body: str, **fields):
     (tmp_path / "bad_rewards.py").write_text(
         f"import math\n\ndef bad(prompts, completions, **kw):\n    {body}\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("bad_rewards", None)
     overrides = {"rewards": {"bad_rewards:bad": 1.0}, "run_dir": str(tmp_path / "run")}
-    cfg = load(TrainConfig, None, {**FAST_LLM, "model": small_model, **overrides, **fields})
+    cfg = load(TrainConfig, None, {**FAST_LLM, "model": small_model_dir, **overrides, **fields})
     return cfg
 
 
 def test_a_run_whose_rewards_never_score_warns_then_stops(
-    small_model, tmp_path, monkeypatch, caplog
+    small_model_dir, tmp_path, monkeypatch, caplog
 ):
     cfg = _run(
-        small_model,
+        small_model_dir,
         tmp_path,
         monkeypatch,
         "return [math.nan] * len(completions)",
@@ -197,9 +184,9 @@ def test_a_run_whose_rewards_never_score_warns_then_stops(
     assert [r["reward/scored_frac"] for r in rows] == [0.0, 0.0]
 
 
-def test_a_reward_that_exits_does_not_end_the_run(small_model, tmp_path, monkeypatch):
+def test_a_reward_that_exits_does_not_end_the_run(small_model_dir, tmp_path, monkeypatch):
     cfg = _run(
-        small_model,
+        small_model_dir,
         tmp_path,
         monkeypatch,
         "raise SystemExit(1)",

@@ -33,6 +33,7 @@ from policylab.trainers.run import (
     lr_lambda,
     mean_metrics,
     progress_bar,
+    torch_threads,
 )
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make_vector_env
 
@@ -92,13 +93,8 @@ def train(cfg: ControlConfig, *, resume: bool = False) -> ControlResult:
     """Train the recipe's policy on `cfg.task` with `cfg.algo` (ppo: an MLP actor-critic;
     fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16; pg_rainbow: an
     IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17)."""
-    threads = torch.get_num_threads()
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
-    try:
+    with torch_threads(cfg.torch_threads):
         return _train(cfg, resume)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train(cfg: ControlConfig, resume: bool) -> ControlResult:

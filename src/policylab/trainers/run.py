@@ -22,6 +22,7 @@ while metrics that cannot be written stop the run (`RunFolderError`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -397,3 +398,15 @@ def _plain(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.item() if value.numel() == 1 else value.tolist()
     return value
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """torch's thread count set to `n` (0: unchanged) inside the block, restored after."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

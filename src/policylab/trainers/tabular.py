@@ -18,7 +18,7 @@ import torch
 
 from policylab.config import TabularConfig
 from policylab.tabular.catalogue import build, tabular_methods
-from policylab.trainers.run import Run, progress_bar
+from policylab.trainers.run import Run, progress_bar, torch_threads
 
 CURVES = ["eval/score", "oracle/gap", "oracle/value", "grad/norm", "inner/iterations"]
 
@@ -34,13 +34,8 @@ class TabularResult:
 
 def train(cfg: TabularConfig, *, resume: bool = False) -> TabularResult:
     """Run `cfg.algo` on `cfg.task`'s instance `cfg.seed` (module docstring)."""
-    threads = torch.get_num_threads()
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
-    try:
+    with torch_threads(cfg.torch_threads):
         return _train(cfg, resume)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train(cfg: TabularConfig, resume: bool) -> TabularResult:
