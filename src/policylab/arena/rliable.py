@@ -42,9 +42,9 @@ def iqm(scores: np.ndarray) -> float | np.ndarray:
 
         IQM = mean of the pooled scores after cutting ⌊0.25·N⌋ from each end, N = runs·tasks
 
-    (scipy.stats.trim_mean(·, 0.25), as rliable's `aggregate_iqm`; the paper's Eq. for a
-    fractional cut is not used by its own package). Robust to a few outlier runs, and less
-    noisy than the median because it uses half the values, not one."""
+    (scipy.stats.trim_mean(·, 0.25), as rliable's `aggregate_iqm`: when N is not a multiple
+    of 4 the cut rounds down, so a little more than half the values stay). Robust to a few
+    outlier runs, and less noisy than the median because it uses half the values, not one."""
     s = np.asarray(scores, dtype=float)
     return _out(sps.trim_mean(s.reshape(*s.shape[:-2], -1), 0.25, axis=-1))
 
