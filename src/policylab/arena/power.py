@@ -161,7 +161,7 @@ def pilot_sd(
 def power_line(n: int, sd: float, power: float = 0.8, alpha: float = 0.05, unit: str = "") -> str:
     """The sentence under an arena table: the smallest paired difference its seeds detect.
 
-    "with 3 seeds this arena can detect paired differences ≥ 0.52 at 80 % power (two-sided
+    "with 3 seeds this arena can detect paired differences ≥ 0.392 at 80 % power (two-sided
     α = 0.05, SD of paired differences 0.12 from these runs)" — the numbers are
     `minimal_detectable_effect(sd, n, power, alpha)` and `sd`, to 3 significant digits."""
     mde = minimal_detectable_effect(sd, n, power, alpha)
