@@ -43,8 +43,9 @@ FIRST_EXAMPLES = {
 
 def test_names():
     # lyapunov (one system per task: its split is by states, not by prompt) keeps its own
-    # API tests in test_lyapunov.py
-    assert tasks.names() == sorted([*NAMES, "lyapunov"])
+    # API tests in test_lyapunov.py; the presets (test_task_presets.py) are names too
+    assert tasks.task_classes.names() == sorted([*NAMES, "lyapunov"])
+    assert tasks.names() == sorted([*NAMES, "lyapunov", *tasks.presets()])
 
 
 def test_unknown_task_lists_the_names():

@@ -16,6 +16,9 @@ shipped model to learn on a CPU.
 | plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
 | lyapunov   | `x1'=x2 x2'=-sin(x1)-0.1x2 V:` | `--^2c1c1` | check, states_seed    |
 
+Presets (presets.py) name harder variants in one word: `tasks.get("countdown25")` is
+`tasks.get("countdown", max_number=25)`; `tasks.presets()` lists them with a line each.
+
 Knobs (defaults): arithmetic digits=2, ops="+", n_operands=2; countdown n_numbers=3,
 max_number=20, max_target=100; sudoku4 blanks=11, partial_credit=False; plan_path size=5,
 wall_prob=0.25. Each module's docstring gives the format, the knobs and the verifier.
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from policylab.registry import Registry
+from policylab.registry import Registry, UnknownNameError
 from policylab.tasks.arithmetic import Arithmetic
 from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extract_answer
 from policylab.tasks.countdown import Countdown
@@ -54,6 +57,7 @@ from policylab.tasks.lyapunov import Lyapunov
 from policylab.tasks.plan_path import PlanPath
 from policylab.tasks.plan_path_fog import PlanPathFog
 from policylab.tasks.plan_path_moves import PlanPathMoves
+from policylab.tasks.presets import PRESETS, presets, resolve
 from policylab.tasks.sudoku4 import Sudoku4
 
 task_classes: Registry[type[Task]] = Registry("task")
@@ -71,17 +75,25 @@ for _cls in (
 
 
 def names() -> list[str]:
-    """The embedded tasks' names, sorted."""
-    return task_classes.names()
+    """The embedded tasks' and the presets' names, sorted."""
+    return sorted([*task_classes.names(), *PRESETS])
 
 
 def get(name: str, **knobs: Any) -> Task | FileTask:
-    """The task `name` with its difficulty knobs set (unset knobs keep their defaults), or
+    """The task `name` with its difficulty knobs set (unset knobs keep their defaults), a
+    preset (presets.py: its base task with the preset's knobs, `knobs` overriding them), or
     a user task read from a data file or folder (`FileTask`; knobs prompt_column,
-    answer_column, reward). An unknown name lists the tasks; an unknown knob or a bad value
-    raises ValueError naming the knob, the value and what is accepted."""
-    if name not in task_classes and looks_like_data(name):
-        return FileTask(name, **knobs)
+    answer_column, reward). An unknown name lists the tasks and presets; an unknown knob or
+    a bad value raises ValueError naming the knob, the value and what is accepted."""
+    if name in PRESETS:
+        name, knobs = resolve(name, knobs)
+    elif name not in task_classes:
+        if looks_like_data(name):
+            return FileTask(name, **knobs)
+        raise UnknownNameError(
+            f"unknown task {name!r}; choices: {', '.join(task_classes.names())}; presets: "
+            f"{', '.join(sorted(PRESETS))}"
+        )
     return task_classes.get(name)(**knobs)
 
 
@@ -94,5 +106,6 @@ __all__ = [
     "extract_answer",
     "get",
     "names",
+    "presets",
     "task_classes",
 ]

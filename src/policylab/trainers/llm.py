@@ -329,7 +329,8 @@ def agent_plan(cfg: TrainConfig, parts: Components, task, example: dict):
     if not hasattr(task, "env"):
         if cfg.agent or parts.recipe.workflow_options:
             what = f"agent = {cfg.agent}" if cfg.agent else f"{cfg.algo} (an agent recipe)"
-            interactive = [n for n in tasks.names() if hasattr(tasks.task_classes.get(n), "env")]
+            classes = tasks.task_classes
+            interactive = [n for n in classes.names() if hasattr(classes.get(n), "env")]
             raise ConfigError(
                 f"{what} needs a multi-turn task ({', '.join(interactive)}, or a task with "
                 f"an env method: docs/agents.md); {task.name} is single-turn"
