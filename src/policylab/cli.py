@@ -162,20 +162,28 @@ def _report_tabular(console: Console, cfg, result) -> int:
 
 def _arena(console: Console, args: argparse.Namespace) -> int:
     from policylab.arena import arena
+    from policylab.arena.aggregate import arena_tasks
     from policylab.config import parse_overrides
 
+    if (args.task is None) == (args.tasks is None):
+        raise ValueError("give --task (one task) or --tasks a,b,... (several), not both")
+    settings = dict(
+        budget=args.budget,
+        jobs=args.jobs,
+        overrides=parse_overrides(args.overrides),
+        baseline=args.baseline,
+        threshold=args.threshold,
+        out_dir=args.out,
+        min_effect=args.min_effect,
+    )
     try:
-        result = arena(
-            args.task,
-            args.algos,
-            args.seeds,
-            budget=args.budget,
-            jobs=args.jobs,
-            overrides=parse_overrides(args.overrides),
-            baseline=args.baseline,
-            threshold=args.threshold,
-            out_dir=args.out,
-        )
+        if args.tasks is not None:
+            results, aggregate = arena_tasks(args.tasks, args.algos, args.seeds, **settings)
+            codes = [_print_arena(console, r) for r in results]
+            console.print(aggregate.read_text(), markup=False, highlight=False)
+            console.print(f"aggregate: {aggregate}")
+            return max(codes)
+        result = arena(args.task, args.algos, args.seeds, **settings)
     except KeyboardInterrupt:
         console.print(
             "[yellow]interrupted:[/yellow] run the same command again to continue "
@@ -186,9 +194,39 @@ def _arena(console: Console, args: argparse.Namespace) -> int:
 
 
 def _report(console: Console, args: argparse.Namespace) -> int:
-    from policylab.arena import report
+    from pathlib import Path
 
+    from policylab.arena import report
+    from policylab.arena.aggregate import TASKS_FILE, report_tasks
+
+    if (Path(args.arena_dir) / TASKS_FILE).is_file():
+        results, aggregate = report_tasks(args.arena_dir)
+        codes = [_print_arena(console, r) for r in results]
+        console.print(aggregate.read_text(), markup=False, highlight=False)
+        return max(codes)
     return _print_arena(console, report(args.arena_dir))
+
+
+def _claims(console: Console, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from policylab.arena.claim_list import ARENAS, CLAIMS
+    from policylab.arena.claims import claims_report
+    from policylab.trainers.run import write_atomic
+
+    verdicts, text = claims_report(args.root, CLAIMS, ARENAS, run=args.run, jobs=args.jobs)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, text)
+    for v in verdicts:
+        console.print(f"{v.claim.method:14} {v.verdict:18} {v.reason}", markup=False)
+    console.print(f"wrote {out}")
+    return 0
+
+
+def seeds_arg(text: str) -> int | str:
+    """--seeds: a whole number ≥ 1, or auto (sized by power, with --min-effect)."""
+    return "auto" if text == "auto" else positive_int(text)
 
 
 def _print_arena(console: Console, result) -> int:
@@ -324,7 +362,13 @@ def main(argv: list[str] | None = None) -> int:
         "same command continues an interrupted arena (finished runs are reused, partial ones "
         "resumed). key=value fields apply to every run (policylab train --help lists them).",
     )
-    ar.add_argument("--task", required=True, help="embedded task, data file or gymnasium id")
+    ar.add_argument("--task", default=None, help="embedded task, data file or gymnasium id")
+    ar.add_argument(
+        "--tasks",
+        default=None,
+        help="several tasks, comma-separated: one arena each, then IQM, bootstrap intervals "
+        "and the probability of improvement over seeds × tasks (aggregate.md)",
+    )
     ar.add_argument(
         "--algos",
         required=True,
@@ -333,7 +377,18 @@ def main(argv: list[str] | None = None) -> int:
         "quotes belong to the value",
     )
     ar.add_argument(
-        "--seeds", type=int, default=3, help="seeds 0 .. N-1 for every algorithm (N ≥ 1)"
+        "--seeds",
+        type=seeds_arg,
+        default=3,
+        help="seeds 0 .. N-1 for every algorithm (N ≥ 1), or auto: a 5-seed pilot, then as "
+        "many seeds as 80 %% power to detect --min-effect needs (at most 30)",
+    )
+    ar.add_argument(
+        "--min-effect",
+        type=float,
+        default=None,
+        help="with --seeds auto: the smallest difference in final score worth detecting "
+        "(e.g. 0.05 accuracy)",
     )
     ar.add_argument(
         "--budget",
@@ -350,6 +405,17 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument("overrides", nargs="*", help="key=value fields for every run")
     rep = sub.add_parser("report", help="(re)write an arena's results.md, curves.png, report.html")
     rep.add_argument("arena_dir")
+    cl = sub.add_parser(
+        "claims",
+        help="one verdict per seed paper from the claims arenas: writes docs/claims.md",
+        description="Reads the claims arenas (policylab/arena/claim_list.py) under --root and "
+        "writes each paper's claim, the measured difference with its interval and the verdict. "
+        "--run trains or continues the arenas first (hours on a laptop CPU).",
+    )
+    cl.add_argument("--root", default="runs/claims", help="folder holding one arena per setup")
+    cl.add_argument("--out", default="docs/claims.md", help="the Markdown file to write")
+    cl.add_argument("--run", action="store_true", help="train what is missing first")
+    cl.add_argument("--jobs", type=positive_int, default=2, help="runs in parallel with --run")
     args = parser.parse_args(argv)
     _show_logs()
     console = Console(width=None if sys.stdout.isatty() else 120)
@@ -366,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         "eval": _eval,
         "arena": _arena,
         "report": _report,
+        "claims": _claims,
     }
     try:
         return commands[args.command](console, args)

@@ -31,6 +31,8 @@ from policylab.stages.pipeline import WORKFLOW_COLUMNS, annotators_for
 from policylab.stages.rollouts import RULE_STAGES
 from policylab.tabular.catalogue import tabular_methods, tabular_tasks
 from policylab.tabular.methods import TabularMethod
+from policylab.tasks import presets as task_presets
+from policylab.tasks import task_classes
 from policylab.workflows.agents import AGENT_COLUMNS, AgentOptions, MultiTurn
 from policylab.workflows.rounds import collect_groups
 
@@ -88,6 +90,14 @@ def print_catalogue(console: Console) -> None:
     console.print(theory)
     tasks_line = ", ".join(f"tabular/{n}" for n in tabular_tasks.names())
     console.print(f"[bold]tabular tasks[/bold]: {tasks_line}")
+    builtin = ", ".join(task_classes.names())
+    console.print(f"[bold]language-model tasks[/bold]: {builtin}")
+    presets = Table(title="Harder task presets (--task NAME; docs/tasks.md)", title_justify="left")
+    presets.add_column("name")
+    presets.add_column("base task, knobs: what it is")
+    for name, text in task_presets().items():
+        presets.add_row(name, escape(text))
+    console.print(presets)
 
 
 def _describe_tabular(console: Console, method: TabularMethod) -> None:

@@ -238,11 +238,16 @@ def write_report(
     confidence: float = 0.95,
     title: str | None = None,
     meta: dict[str, str] | None = None,
+    score_range: tuple[float, float] | None = None,
+    extra: Sequence[str] = (),
 ) -> dict[str, Path]:
     """Write results.md, curves.png and report.html into `arena_dir` (see module doc).
 
     `meta` holds the lines that say how the arena was run (command, config, versions),
-    shown verbatim above the table. Returns {"markdown": ..., "html": ..., "png": ...}."""
+    shown verbatim above the table; `score_range` cuts the intervals to the scores'
+    possible values (`summarize`); `extra` holds Markdown paragraphs shown under the table
+    (the power line, the rliable statistics). Returns {"markdown": ..., "html": ...,
+    "png": ...}."""
     if not records:
         raise ValueError("write_report got no run records: nothing to report")
     units = sorted({r.budget_unit for r in records})
@@ -251,7 +256,7 @@ def write_report(
     unit = units[0]
     title = title or f"Arena: {task}"
     meta = dict(meta or {})
-    summaries = summarize(records, baseline, threshold, budget, confidence)
+    summaries = summarize(records, baseline, threshold, budget, confidence, score_range)
     out = Path(arena_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -272,11 +277,12 @@ def write_report(
     md += [f"- {key}: {value}" for key, value in meta.items()]
     md += ["", setup, ""]
     md += [markdown_table(summaries, budget_unit=unit, baseline=baseline, threshold=threshold)]
+    md += [*[f"{paragraph}\n" for paragraph in extra]]
     md += ["How to read this table:", ""] + [f"- {n}" for n in notes]
     md += ["", "![curves](curves.png)", ""]
     write_atomic(out / "results.md", "\n".join(md))
 
-    page = _html_page(title, meta, setup, summaries, notes, png, unit, baseline, threshold)
+    page = _html_page(title, meta, setup, summaries, notes, png, unit, baseline, threshold, extra)
     write_atomic(out / "report.html", page)
     return {"markdown": out / "results.md", "html": out / "report.html", "png": png}
 
@@ -316,6 +322,7 @@ def _html_page(
     unit: str,
     baseline: str,
     threshold: float | None,
+    extra: Sequence[str] = (),
 ) -> str:
     e = html.escape
     header, rows = table_cells(summaries, budget_unit=unit, baseline=baseline, threshold=threshold)
@@ -342,11 +349,25 @@ def _html_page(
     if failures:
         parts.append("<p>Failed runs (not in the statistics):</p>")
         parts.append(_html_list(failures).replace("<ul>", '<ul class="failed">'))
+    parts += [_html_block(paragraph) for paragraph in extra]
     parts.append("<h2>How to read this table</h2>")
     parts.append(_html_list(notes))
     parts.append(f'<img alt="curves" src="data:image/png;base64,{image}">')
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _html_block(markdown: str) -> str:
+    """A paragraph or a small Markdown table of `extra` as escaped HTML."""
+    e = html.escape
+    lines = [line for line in markdown.splitlines() if line.strip()]
+    if len(lines) >= 2 and all(line.startswith("|") for line in lines[:2]):
+        rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+        head, body = rows[0], [r for r in rows[2:]]
+        html_rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in body)
+        head_html = "".join(f"<th>{e(c)}</th>" for c in head)
+        return f"<table><thead><tr>{head_html}</tr></thead><tbody>{html_rows}</tbody></table>"
+    return f"<p>{e(' '.join(lines))}</p>"
 
 
 def _html_list(items: Iterable[str]) -> str:

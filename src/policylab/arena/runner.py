@@ -46,6 +46,7 @@ from typing import Any
 
 import yaml
 
+from policylab.arena.decide import statistics_paragraphs
 from policylab.arena.processes import Children
 from policylab.arena.report import write_report
 from policylab.arena.stats import AlgoSummary, RunRecord, summarize
@@ -56,6 +57,11 @@ DONE = "arena_done.json"
 
 logger = logging.getLogger(__name__)
 
+
+# the values a held-out score can take, by arena kind: accuracies lie in [0, 1]; the
+# tabular score 1 − gap/gap₀ is at most 1 (a policy worse than the start is below 0);
+# a control return has no bound the arena knows
+SCORE_RANGES = {"llm": (0.0, 1.0), "agent": (0.0, 1.0), "tabular": (-math.inf, 1.0)}
 
 AGENT_STEP_CAP = 1_000_000  # agent runs end at their token budget, long before this
 
@@ -77,6 +83,7 @@ class ArenaSpec:
     # the training field that carries the budget, and its value (steps / total_steps)
     budget_field: str = ""
     budget_value: int = 0
+    plan: str = ""  # how the seeds were chosen (seeds="auto"), for the report
 
     def run_name(self, algo: str, seed: int) -> str:
         """The run folder's name: the --algos entry with characters that are unsafe in a
@@ -258,7 +265,7 @@ def _check_jobs(jobs: int) -> None:
 def arena(
     task: str,
     algos: list[str] | str,
-    seeds: int | list[int] = 3,
+    seeds: int | list[int] | str = 3,
     *,
     budget: int | None = None,
     jobs: int = 1,
@@ -268,10 +275,39 @@ def arena(
     confidence: float = 0.95,
     out_dir: str | Path | None = None,
     progress: bool = True,
+    min_effect: float | None = None,
+    pilot_seeds: int = 5,
+    max_seeds: int = 30,
 ) -> ArenaResult:
     """Run (or continue) an arena and write its report; returns the records, the table's
-    rows and the report's paths. Usable from a notebook as from `policylab arena`."""
+    rows and the report's paths. Usable from a notebook as from `policylab arena`.
+
+    seeds="auto" sizes the arena by power: a pilot of `pilot_seeds` seeds, then as many
+    seeds (up to `max_seeds`) as a paired t test needs to detect a difference of
+    `min_effect` in final score at 80 % power, α = 1 − confidence, planning with the
+    noisiest comparison's SD (`policylab.arena.power`)."""
     _check_jobs(jobs)
+    if seeds == "auto":
+        return _auto_seeds(
+            task,
+            algos,
+            budget=budget,
+            jobs=jobs,
+            overrides=overrides,
+            baseline=baseline,
+            threshold=threshold,
+            confidence=confidence,
+            out_dir=out_dir,
+            progress=progress,
+            min_effect=min_effect,
+            pilot_seeds=pilot_seeds,
+            max_seeds=max_seeds,
+        )
+    if min_effect is not None:
+        raise ValueError(
+            "min_effect sizes an arena with seeds='auto' (--seeds auto); "
+            f"with --seeds {seeds!r} it would be ignored"
+        )
     spec = make_spec(
         task,
         algos,
@@ -288,19 +324,72 @@ def arena(
     return report(folder, trained=trained)
 
 
+def _auto_seeds(
+    task: str,
+    algos: list[str] | str,
+    *,
+    min_effect: float | None,
+    pilot_seeds: int,
+    max_seeds: int,
+    out_dir: str | Path | None,
+    **kwargs: Any,
+) -> ArenaResult:
+    """The pilot, the power calculation, then the seeds it asks for (see `arena`)."""
+    from policylab.arena.decide import _values, paired_differences
+    from policylab.arena.power import pilot_sd, seeds_for_power
+
+    if min_effect is None or not math.isfinite(min_effect) or min_effect <= 0:
+        raise ValueError(
+            f"--seeds auto needs --min-effect, the smallest difference in final score worth "
+            f"detecting (e.g. 0.05 accuracy), a positive number; got {min_effect!r}"
+        )
+    if isinstance(pilot_seeds, bool) or not isinstance(pilot_seeds, int) or pilot_seeds < 2:
+        raise ValueError(f"pilot_seeds {pilot_seeds!r}: a pilot needs at least 2 seeds")
+    if not isinstance(max_seeds, int) or max_seeds < pilot_seeds:
+        raise ValueError(f"max_seeds {max_seeds!r}: expected a whole number ≥ pilot_seeds")
+    folder = Path(out_dir or f"runs/arena-{task.replace('/', '_')}")
+    pilot = arena(task, algos, pilot_seeds, out_dir=folder, **kwargs)
+    values = _values(pilot.records, "final", pilot.spec.budget)
+    diffs = [d for d in paired_differences(values, pilot.spec.baseline).values() if len(d) >= 2]
+    if not diffs:
+        raise ValueError("the pilot has no comparison with 2 paired seeds: nothing to size from")
+    sd = pilot_sd(diffs)
+    try:
+        needed = str(
+            seeds_for_power(min_effect, sd, alpha=1 - pilot.spec.confidence, max_seeds=max_seeds)
+        )
+        n = max(int(needed), pilot_seeds)
+    except ValueError:  # more than max_seeds: run max_seeds and say so
+        needed, n = f"more than {max_seeds}", max_seeds
+    plan = (
+        f"chosen by power: a {pilot_seeds}-seed pilot gave an SD of paired differences of "
+        f"{sd:.3g} (noisiest comparison); detecting {min_effect:g} at 80 % power needs "
+        f"{needed} seeds"
+        + (f", capped at max_seeds={max_seeds}" if needed.startswith("more") else "")
+    )
+    logger.info("arena seeds %s", plan)
+    spec = load_spec(folder)
+    spec.plan = plan
+    folder.joinpath(SETTINGS).write_text(json.dumps(asdict(spec), indent=2) + "\n")
+    if n <= pilot_seeds:
+        return report(folder, trained=pilot.trained)
+    return arena(task, algos, n, out_dir=folder, **kwargs)
+
+
 def report(arena_dir: str | Path, *, trained: list[str] | None = None) -> ArenaResult:
     """Read every run of an arena folder and (re)write results.md, curves.png, report.html."""
     folder = Path(arena_dir)
     spec = load_spec(folder)
     records = [read_record(folder, spec, algo, seed) for algo in spec.algos for seed in spec.seeds]
+    score_range = SCORE_RANGES.get(spec.kind)
     summaries = summarize(
-        records, spec.baseline, spec.threshold, spec.budget, confidence=spec.confidence
+        records, spec.baseline, spec.threshold, spec.budget, spec.confidence, score_range
     )
     meta = {
         "command": command_line(folder, spec),
         "budget": f"{spec.budget:,} {spec.budget_unit} per run "
         f"({spec.budget_field}={spec.budget_value})",
-        "seeds": ", ".join(map(str, spec.seeds)),
+        "seeds": ", ".join(map(str, spec.seeds)) + (f" ({spec.plan})" if spec.plan else ""),
     }
     tokens = _tokens_line(records, spec)
     if tokens:
@@ -314,6 +403,8 @@ def report(arena_dir: str | Path, *, trained: list[str] | None = None) -> ArenaR
         budget=spec.budget,
         confidence=spec.confidence,
         meta=meta,
+        score_range=score_range,
+        extra=statistics_paragraphs(records, spec.baseline, spec.budget, spec.confidence),
     )
     return ArenaResult(folder, spec, records, summaries, paths, trained or [])
 
@@ -332,6 +423,7 @@ def _save_spec(folder: Path, spec: ArenaSpec) -> None:
         # more algorithms or seeds extend the arena; the old ones stay in the report
         spec.algos = saved.algos + [a for a in spec.algos if a not in saved.algos]
         spec.seeds = saved.seeds + [s for s in spec.seeds if s not in saved.seeds]
+        spec.plan = spec.plan or saved.plan
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(spec), indent=2) + "\n")
 
@@ -454,11 +546,13 @@ def _run_one(
 def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[str]:
     """Train every unfinished run, `jobs` at a time, with one progress line per run. If
     the arena is interrupted (Ctrl-C) or fails, its running children are ended and waited
-    for before the exception goes on, so a re-run never meets a run still being written."""
+    for before the exception goes on, so a re-run never meets a run still being written.
+    Runs go seed by seed (every algorithm's seed 0, then seed 1, ...), so an arena stopped
+    early, or extended to more seeds, has all its algorithms on the same seeds."""
     todo = [
         (algo, seed)
-        for algo in spec.algos
         for seed in spec.seeds
+        for algo in spec.algos
         if not (folder / "runs" / spec.run_name(algo, seed) / DONE).is_file()
     ]
     if not todo:

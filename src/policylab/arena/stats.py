@@ -69,6 +69,18 @@ class Interval:
     def half_width(self) -> float:
         return (self.high - self.low) / 2
 
+    def clipped(self, low: float, high: float) -> Interval:
+        """The interval cut to [low, high], the values the score can take (an accuracy's
+        t interval can reach below 0 or above 1; the truth cannot). The mean is kept."""
+        if low > high:
+            raise ValueError(f"clipped: low {low!r} is above high {high!r}")
+        cut = Interval(self.mean, self.low, self.high, self.n, self.confidence, self.method)
+        if not math.isnan(cut.low):
+            cut.low = min(max(cut.low, low), high)
+        if not math.isnan(cut.high):
+            cut.high = max(min(cut.high, high), low)
+        return cut
+
     def contains(self, value: float) -> bool | None:
         """Whether `value` lies in [low, high]; None when there is no interval."""
         if math.isnan(self.low) or math.isnan(self.high):
@@ -260,6 +272,7 @@ def summarize(
     threshold: float | None,
     budget: float,
     confidence: float = 0.95,
+    score_range: tuple[float, float] | None = None,
 ) -> list[AlgoSummary]:
     """One `AlgoSummary` per algorithm, in order of first appearance in `records`.
 
@@ -268,8 +281,15 @@ def summarize(
     final = `mean_ci` of final scores; auc = `mean_ci` of `area_under_curve(curve, budget)`;
     to_threshold = how many seeds reached `threshold` and the median budget over those
     that did; diff_final / diff_auc = `paired_difference_ci` against the baseline's done
-    seeds; significant = the diff_final interval excludes 0."""
+    seeds; significant = the diff_final interval excludes 0.
+
+    `score_range` (low, high): the values a score can take (an accuracy's [0, 1]); the
+    intervals of final and AUC are cut to it, and those of the differences to
+    [low − high, high − low]."""
     _check_confidence(confidence)
+    lo, hi = score_range if score_range is not None else (-math.inf, math.inf)
+    if not lo < hi:
+        raise ValueError(f"score_range {score_range!r}: expected (low, high) with low < high")
     algos = list(dict.fromkeys(r.algo for r in records))
     if baseline not in algos:
         raise ValueError(f"baseline {baseline!r} is not among the arena's algorithms {algos}")
@@ -295,17 +315,19 @@ def summarize(
         failed = [r for r in records if r.algo == algo and r.status == "failed"]
         n_partial = sum(r.algo == algo and r.status == "partial" for r in records)
         is_base = algo == baseline
-        diff_final = (
-            None if is_base else paired_difference_ci(finals[algo], finals[baseline], confidence)
-        )
-        diff_auc = None if is_base else paired_difference_ci(aucs[algo], aucs[baseline], confidence)
+        diff_final = diff_auc = None
+        if not is_base:
+            diff_final = paired_difference_ci(finals[algo], finals[baseline], confidence)
+            diff_final = diff_final.clipped(lo - hi, hi - lo)
+            diff_auc = paired_difference_ci(aucs[algo], aucs[baseline], confidence)
+            diff_auc = diff_auc.clipped(lo - hi, hi - lo)
         rows.append(
             AlgoSummary(
                 algo=algo,
                 n_done=len(runs),
                 n_failed=len(failed),
-                final=mean_ci(list(finals[algo].values()), confidence),
-                auc=mean_ci(list(aucs[algo].values()), confidence),
+                final=mean_ci(list(finals[algo].values()), confidence).clipped(lo, hi),
+                auc=mean_ci(list(aucs[algo].values()), confidence).clipped(lo, hi),
                 to_threshold=None if threshold is None else _to_threshold(runs, threshold),
                 seconds=statistics.fmean(r.seconds for r in runs.values()) if runs else NAN,
                 diff_final=diff_final,

@@ -1,0 +1,337 @@
+"""Claims: each seed paper's claim in one line, the arena that tests it at our scale, and
+its verdict.
+
+    policylab claims                  # read the arenas under runs/claims, write docs/claims.md
+    policylab claims --run --jobs 2   # train what is missing first (hours on a laptop)
+
+A `Claim` names a method, its baseline, the arena (`ClaimArena`: task, algorithms, seeds,
+budget, fields — one arena serves every claim on that task) and what the paper says: that
+the method scores `better` than the baseline, or that it is `not_worse` (within the
+arena's `min_effect`). The verdict is read from the paired difference over seeds:
+
+    better     held          Δ's interval lies above 0 and the Holm-adjusted p < α
+               not held      Δ's interval lies below 0 (worse), or below +min_effect
+                             (a gain as large as the arena was sized to detect is excluded)
+    not_worse  held          Δ's interval lies above −min_effect
+               not held      Δ's interval lies below 0 and the Holm-adjusted p < α
+    either     inside the noise at n seeds   none of the above
+               not testable here             the claim's `why_not` says why
+
+Holm–Bonferroni runs over the comparisons of one table (every method against the
+arena's baseline on the claim's metric), so one lucky method among sixteen does not
+become a finding. Intervals are paired Student-t intervals over seeds (`paired_difference_ci`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from policylab.arena.decide import power_sentence
+from policylab.arena.power import minimal_detectable_effect, pilot_sd
+from policylab.arena.rliable import holm_bonferroni, paired_t_pvalue
+from policylab.arena.stats import Interval, RunRecord, area_under_curve, paired_difference_ci
+
+DIRECTIONS = ("better", "not_worse")
+METRICS = ("final", "auc")
+HELD, NOT_HELD, NOISE, UNTESTABLE, NOT_RUN = (
+    "held",
+    "not held",
+    "inside the noise",
+    "not testable here",
+    "not run yet",
+)
+
+
+@dataclass(frozen=True)
+class ClaimArena:
+    """One arena that several claims read. `min_effect` is the difference (in the score's
+    units) the arena is sized to detect: 5 % of the score's range."""
+
+    name: str  # its folder under the claims root
+    task: str
+    algos: tuple[str, ...]
+    seeds: int
+    budget: int
+    min_effect: float
+    overrides: dict[str, Any] = field(default_factory=dict)
+    threshold: float | None = None
+    score: str = "held-out greedy accuracy"
+
+    def command(self, root: str | Path, jobs: int = 2) -> str:
+        """The `policylab arena` command that trains (or continues) this arena."""
+        parts = [
+            "policylab arena",
+            f"--task {self.task}",
+            f"--algos {','.join(self.algos)}",
+            f"--seeds {self.seeds}",
+            f"--budget {self.budget}",
+        ]
+        if self.threshold is not None:
+            parts.append(f"--threshold {self.threshold:g}")
+        parts += [f"--jobs {jobs}", f"--out {Path(root) / self.name}"]
+        parts += [f"{k}={v}" for k, v in self.overrides.items()]
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One paper's claim, tested by `method` against `baseline` in arena `arena`."""
+
+    method: str  # the --algos entry in the arena
+    paper: str  # arXiv id
+    claim: str  # the paper's claim in one line
+    arena: str  # a ClaimArena name
+    baseline: str
+    metric: str = "final"  # "final" score or "auc" (mean score over the budget: speed)
+    direction: str = "better"
+    why_not: str = ""  # set when the arena cannot test the claim as the paper states it
+    note: str = ""  # what a reader must know to read the measurement
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"claim {self.method!r}: metric {self.metric!r}, expected {METRICS}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(
+                f"claim {self.method!r}: direction {self.direction!r}, expected {DIRECTIONS}"
+            )
+
+
+@dataclass
+class Verdict:
+    """A claim's measurement and verdict."""
+
+    claim: Claim
+    diff: Interval | None  # method − baseline, paired over seeds; None when not run
+    p_holm: float  # Holm-adjusted two-sided paired t p-value (nan when not computable)
+    verdict: str
+    reason: str
+
+
+def verdict_of(
+    diff: Interval, p_holm: float, *, direction: str, min_effect: float, alpha: float = 0.05
+) -> tuple[str, str]:
+    """(verdict, reason) from a paired difference and its Holm-adjusted p (module doc)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction {direction!r}, expected one of {DIRECTIONS}")
+    if not min_effect > 0:
+        raise ValueError(f"min_effect must be positive, got {min_effect!r}")
+    n = diff.n
+    if math.isnan(diff.low) or math.isnan(diff.high):
+        return NOT_RUN, f"{n} paired seed(s): no interval"
+    significant = not math.isnan(p_holm) and p_holm < alpha
+    if diff.high < 0 and significant:
+        return NOT_HELD, "worse than the baseline"
+    if direction == "better":
+        if diff.low > 0 and significant:
+            return HELD, "better than the baseline"
+        if diff.high < min_effect:
+            return NOT_HELD, f"a gain ≥ {min_effect:g} is excluded"
+        if diff.low > 0:
+            return NOISE, f"interval above 0, but not after Holm (p = {p_holm:.3g}); n = {n}"
+        return NOISE, f"n = {n}"
+    if diff.low > -min_effect:
+        return HELD, f"a loss ≥ {min_effect:g} is excluded"
+    return NOISE, f"n = {n}"
+
+
+def metric_values(records: Sequence[RunRecord], metric: str, budget: float) -> dict[str, dict]:
+    """algo → {seed: value} over the done runs; value = final score or AUC."""
+    out: dict[str, dict[int, float]] = {}
+    for r in records:
+        if r.status != "done":
+            continue
+        value = r.final if metric == "final" else area_under_curve(r.curve, budget)
+        out.setdefault(r.algo, {})[r.seed] = value
+    return out
+
+
+def judge(
+    claims: Sequence[Claim],
+    records: Sequence[RunRecord],
+    arena: ClaimArena,
+    *,
+    confidence: float = 0.95,
+) -> list[Verdict]:
+    """The verdict of every claim on one arena's runs. Holm's family: per (baseline,
+    metric), every algorithm of the arena against that baseline."""
+    alpha = 1.0 - confidence
+    verdicts = []
+    for claim in claims:
+        if claim.arena != arena.name:
+            raise ValueError(
+                f"claim {claim.method!r} is on arena {claim.arena!r}, not {arena.name!r}"
+            )
+        values = metric_values(records, claim.metric, arena.budget)
+        base = values.get(claim.baseline, {})
+        family = [a for a in arena.algos if a != claim.baseline]
+        pvals = []
+        for algo in family:
+            mine = values.get(algo, {})
+            common = sorted(set(mine) & set(base))
+            pvals.append(paired_t_pvalue([mine[s] - base[s] for s in common]))
+        finite = [(a, p) for a, p in zip(family, pvals, strict=True) if not math.isnan(p)]
+        adjusted = dict(
+            zip([a for a, _ in finite], _holm([p for _, p in finite], alpha), strict=True)
+        )
+        mine = values.get(claim.method, {})
+        if not mine or not base:
+            verdicts.append(Verdict(claim, None, math.nan, NOT_RUN, "no finished runs"))
+            continue
+        diff = paired_difference_ci(mine, base, confidence)
+        p = adjusted.get(claim.method, math.nan)
+        verdict, reason = verdict_of(
+            diff, p, direction=claim.direction, min_effect=arena.min_effect, alpha=alpha
+        )
+        if claim.why_not:
+            verdict, reason = UNTESTABLE, claim.why_not
+        verdicts.append(Verdict(claim, diff, p, verdict, reason))
+    return verdicts
+
+
+def _holm(pvalues: list[float], alpha: float) -> list[float]:
+    if not pvalues:
+        return []
+    adjusted, _ = holm_bonferroni(pvalues, alpha)
+    return [float(p) for p in adjusted]
+
+
+def power_line(records: Sequence[RunRecord], arena: ClaimArena, baseline: str) -> str:
+    """The arena's power line (`decide.power_sentence`) and whether it reaches the
+    `min_effect` the arena is sized for."""
+    from policylab.arena.decide import paired_differences
+
+    diffs = paired_differences(metric_values(records, "final", arena.budget), baseline)
+    usable = [d for d in diffs.values() if len(d) >= 2]
+    sentence = power_sentence(diffs)
+    if not usable or pilot_sd(usable) == 0:
+        return sentence
+    mde = minimal_detectable_effect(pilot_sd(usable), min(len(d) for d in usable))
+    sized = "reaches" if mde <= arena.min_effect else "does not reach"
+    return f"{sentence} It {sized} the {arena.min_effect:g} this arena is sized for."
+
+
+# ---- the document -----------------------------------------------------------------------
+def claims_report(
+    root: str | Path,
+    claims: Sequence[Claim],
+    arenas: dict[str, ClaimArena],
+    *,
+    run: bool = False,
+    jobs: int = 2,
+    progress: bool = True,
+) -> tuple[list[Verdict], str]:
+    """Read (or, with `run`, first train or continue) every claims arena under `root` and
+    return the verdicts and docs/claims.md's text. An arena folder that does not exist
+    gives "not run yet" rows with the command that trains it."""
+    from policylab.arena.report import markdown_table
+    from policylab.arena.runner import arena as run_arena
+    from policylab.arena.runner import report as read_arena
+
+    root = Path(root)
+    unknown = sorted({c.arena for c in claims} - set(arenas))
+    if unknown:
+        raise ValueError(f"claims name unknown arenas {unknown}; known: {sorted(arenas)}")
+    verdicts: list[Verdict] = []
+    sections: list[str] = []
+    for name, setup in arenas.items():
+        mine = [c for c in claims if c.arena == name]
+        if not mine:
+            continue
+        folder = root / name
+        command = setup.command(root, jobs)
+        if run:
+            result = run_arena(
+                setup.task,
+                list(setup.algos),
+                setup.seeds,
+                budget=setup.budget,
+                jobs=jobs,
+                overrides={k: _field(v) for k, v in setup.overrides.items()},
+                threshold=setup.threshold,
+                out_dir=folder,
+                progress=progress,
+            )
+        elif (folder / "arena.json").is_file():
+            result = read_arena(folder)
+        else:
+            verdicts += [Verdict(c, None, math.nan, NOT_RUN, f"run: {command}") for c in mine]
+            sections += [f"### {name}", "", f"Not run yet: `{command}`", ""]
+            continue
+        verdicts += judge(mine, result.records, setup, confidence=result.spec.confidence)
+        baseline = result.spec.baseline
+        table = markdown_table(
+            result.summaries,
+            budget_unit=result.spec.budget_unit,
+            baseline=baseline,
+            threshold=setup.threshold,
+        )
+        sections += [
+            f"### {name}",
+            "",
+            f"Task `{setup.task}`, score: {setup.score}; {setup.budget:,} "
+            f"{result.spec.budget_unit} per run; sized to detect {setup.min_effect:g}.",
+            "",
+            f"```bash\n{command}\n```",
+            "",
+            power_line(result.records, setup, baseline),
+            "",
+            table,
+        ]
+    return verdicts, _document(verdicts, sections, root)
+
+
+def _field(value: Any) -> Any:
+    """An override as the CLI would parse it ("3e-5" → 3e-05)."""
+    from policylab.config import parse_overrides
+
+    return next(iter(parse_overrides([f"x={value}"]).values()))
+
+
+def _document(verdicts: Sequence[Verdict], sections: Sequence[str], root: Path) -> str:
+    counts = {v: sum(x.verdict == v for x in verdicts) for v in (HELD, NOT_HELD, NOISE)}
+    lines = [
+        "# Claims: one verdict per seed paper",
+        "",
+        "Written by `policylab claims --root "
+        f"{root}` from the arenas below (`--run` trains what is missing). Each row: the "
+        "paper's claim in one line, the arena that tests it at our scale (tiny model or "
+        "small control task on a 2-core CPU), the paired difference to the baseline over "
+        "seeds with its 95 % Student-t interval, the Holm-adjusted p-value over the "
+        "comparisons of that arena's table, and the verdict:",
+        "",
+        "- **held**: better than the baseline (interval above 0, Holm p < 0.05); for an "
+        "'at least as good' claim, the interval excludes a loss as large as the arena's "
+        "minimal effect;",
+        "- **not held**: worse than the baseline (interval below 0, Holm p < 0.05), or, for "
+        "a 'better' claim, the interval excludes a gain as large as the minimal effect;",
+        "- **inside the noise**: neither, at the arena's seeds;",
+        "- **not testable here**: the arena cannot test the claim as stated (the reason is "
+        "given; the measurement is still shown).",
+        "",
+        f"Held {counts[HELD]}, not held {counts[NOT_HELD]}, inside the noise {counts[NOISE]}, "
+        f"of {len(verdicts)} claims.",
+        "",
+        "| method | paper | claim | arena, metric | Δ vs baseline [95% CI], n | Holm p | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in verdicts:
+        c = v.claim
+        diff = "—" if v.diff is None else _interval_text(v.diff)
+        p = "—" if math.isnan(v.p_holm) else f"{v.p_holm:.3g}"
+        what = c.claim + (f" ({c.note})" if c.note else "")
+        where = f"{c.arena}, {c.metric} vs {c.baseline}"
+        lines.append(
+            f"| {c.method} | arXiv:{c.paper} | {what} | {where} | {diff} | {p} | "
+            f"**{v.verdict}**: {v.reason} |"
+        )
+    return "\n".join([*lines, "", "## The arenas", "", *sections]).rstrip() + "\n"
+
+
+def _interval_text(diff: Interval) -> str:
+    from policylab.arena.report import fmt_interval
+
+    return f"{fmt_interval(diff, signed=True)}, {diff.n}"
