@@ -150,3 +150,21 @@ def test_cli_tasks_and_claims(tmp_path, capsys):
     claims = tmp_path / "claims.md"
     assert main(["claims", "--root", str(tmp_path / "none"), "--out", str(claims)]) == 0
     assert "not run yet" in Path(claims).read_text()
+
+
+def test_power_of_old_tables_recovers_the_sd_from_a_t_interval():
+    import importlib.util
+
+    path = Path(__file__).parents[2] / "benchmarks" / "power_of_old_tables.py"
+    spec = importlib.util.spec_from_file_location("power_of_old_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # s = 0.1 over 3 seeds: half-width = t_{0.975,2} · 0.1 / √3 = 4.3027 · 0.05774 = 0.2484
+    table = (
+        "| algorithm | seeds done/failed | Δ final vs a [95% CI] |\n|---|---|---|\n"
+        "| a | 3/0 | baseline |\n| b | 3/0 | +0.1 [-0.1484, +0.3484] |\n"
+    )
+    text, found = module.annotate(table)
+    assert found and f"≥ {minimal_detectable_effect(0.1, 3):.3g}" in found[0]
+    assert "s = 0.1)" in found[0] and text.count("Power (from") == 1
+    assert module.annotate(text)[0] == text  # a second pass adds nothing
