@@ -210,11 +210,13 @@ def _report(console: Console, args: argparse.Namespace) -> int:
 def _claims(console: Console, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from policylab.arena.claim_list import ARENAS, CLAIMS
+    from policylab.arena.claim_list import ARENAS, CLAIMS, RECORDED
     from policylab.arena.claims import claims_report
     from policylab.trainers.run import write_atomic
 
-    verdicts, text = claims_report(args.root, CLAIMS, ARENAS, run=args.run, jobs=args.jobs)
+    verdicts, text = claims_report(
+        args.root, CLAIMS, ARENAS, recorded=RECORDED, run=args.run, jobs=args.jobs
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, text)

@@ -25,6 +25,7 @@ become a finding. Intervals are paired Student-t intervals over seeds (`paired_d
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any
 
 from policylab.arena.decide import power_sentence
 from policylab.arena.power import minimal_detectable_effect, pilot_sd
+from policylab.arena.report import fmt_interval, markdown_table, md_row
 from policylab.arena.rliable import holm_bonferroni, paired_t_pvalue
 from policylab.arena.stats import Interval, RunRecord, area_under_curve, paired_difference_ci
 
@@ -73,7 +75,7 @@ class ClaimArena:
         if self.threshold is not None:
             parts.append(f"--threshold {self.threshold:g}")
         parts += [f"--jobs {jobs}", f"--out {Path(root) / self.name}"]
-        parts += [f"{k}={v}" for k, v in self.overrides.items()]
+        parts += [shlex.quote(f"{k}={v}") for k, v in self.overrides.items()]
         return " ".join(parts)
 
 
@@ -98,6 +100,25 @@ class Claim:
             raise ValueError(
                 f"claim {self.method!r}: direction {self.direction!r}, expected {DIRECTIONS}"
             )
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A claim judged by a measurement documented elsewhere (an agent arena that needs a
+    warm-started model, an exact check of a theorem), listed in claims.md as recorded
+    there: `policylab claims` does not re-run it. `where` links the section that has the
+    command and the numbers."""
+
+    method: str
+    paper: str
+    claim: str
+    verdict: str  # one of HELD, NOT_HELD, NOISE, UNTESTABLE
+    measured: str  # the measurement in a few words, with its seeds
+    where: str  # docs/<page>.md#anchor
+
+    def __post_init__(self) -> None:
+        if self.verdict not in (HELD, NOT_HELD, NOISE, UNTESTABLE):
+            raise ValueError(f"recorded claim {self.method!r}: unknown verdict {self.verdict!r}")
 
 
 @dataclass
@@ -220,6 +241,7 @@ def claims_report(
     claims: Sequence[Claim],
     arenas: dict[str, ClaimArena],
     *,
+    recorded: Sequence[Recorded] = (),
     run: bool = False,
     jobs: int = 2,
     progress: bool = True,
@@ -227,7 +249,6 @@ def claims_report(
     """Read (or, with `run`, first train or continue) every claims arena under `root` and
     return the verdicts and docs/claims.md's text. An arena folder that does not exist
     gives "not run yet" rows with the command that trains it."""
-    from policylab.arena.report import markdown_table
     from policylab.arena.runner import arena as run_arena
     from policylab.arena.runner import report as read_arena
 
@@ -281,7 +302,7 @@ def claims_report(
             "",
             table,
         ]
-    return verdicts, _document(verdicts, sections, root)
+    return verdicts, _document(verdicts, sections, root, recorded)
 
 
 def _field(value: Any) -> Any:
@@ -291,7 +312,12 @@ def _field(value: Any) -> Any:
     return next(iter(parse_overrides([f"x={value}"]).values()))
 
 
-def _document(verdicts: Sequence[Verdict], sections: Sequence[str], root: Path) -> str:
+def _document(
+    verdicts: Sequence[Verdict],
+    sections: Sequence[str],
+    root: Path,
+    recorded: Sequence[Recorded] = (),
+) -> str:
     counts = {v: sum(x.verdict == v for x in verdicts) for v in (HELD, NOT_HELD, NOISE)}
     lines = [
         "# Claims: one verdict per seed paper",
@@ -324,14 +350,29 @@ def _document(verdicts: Sequence[Verdict], sections: Sequence[str], root: Path) 
         p = "—" if math.isnan(v.p_holm) else f"{v.p_holm:.3g}"
         what = c.claim + (f" ({c.note})" if c.note else "")
         where = f"{c.arena}, {c.metric} vs {c.baseline}"
-        lines.append(
-            f"| {c.method} | arXiv:{c.paper} | {what} | {where} | {diff} | {p} | "
-            f"**{v.verdict}**: {v.reason} |"
-        )
+        cells = [c.method, f"arXiv:{c.paper}", what, where, diff, p, f"**{v.verdict}**: {v.reason}"]
+        lines.append(md_row(cells))
+    if recorded:
+        lines += [
+            "",
+            "## Measured elsewhere",
+            "",
+            "Claims judged in other pages, by arenas that need a warm-started model (agents) "
+            "or by exact checks (theory); recorded here from those pages, which hold the "
+            "commands and the numbers. `policylab claims` does not re-run them.",
+            "",
+            "| method | paper | claim | measured | verdict | where |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            md_row(
+                [r.method, f"arXiv:{r.paper}", r.claim, r.measured, f"**{r.verdict}**"]
+                + [f"[{r.where.split('#')[0]}]({r.where.removeprefix('docs/')})"]
+            )
+            for r in recorded
+        ]
     return "\n".join([*lines, "", "## The arenas", "", *sections]).rstrip() + "\n"
 
 
 def _interval_text(diff: Interval) -> str:
-    from policylab.arena.report import fmt_interval
-
     return f"{fmt_interval(diff, signed=True)}, {diff.n}"

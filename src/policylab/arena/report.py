@@ -119,8 +119,8 @@ def markdown_table(
     header, rows = table_cells(
         summaries, budget_unit=budget_unit, baseline=baseline, threshold=threshold
     )
-    lines = [_md_row(header), "|" + "---|" * len(header)]
-    lines += [_md_row(row) for row in rows]
+    lines = [md_row(header), "|" + "---|" * len(header)]
+    lines += [md_row(row) for row in rows]
     failures = _failure_lines(summaries)
     if failures:
         lines += ["", "Failed runs (not in the statistics):", ""]
@@ -128,7 +128,7 @@ def markdown_table(
     return "\n".join(lines) + "\n"
 
 
-def _md_row(cells: Sequence[str]) -> str:
+def md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(_md_escape(c) for c in cells) + " |"
 
 
