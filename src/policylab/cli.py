@@ -381,16 +381,17 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument(
         "--seeds",
         type=seeds_arg,
-        default=3,
+        default=None,
         help="seeds 0 .. N-1 for every algorithm (N ≥ 1), or auto: a 5-seed pilot, then as "
-        "many seeds as 80 %% power to detect --min-effect needs (at most 30)",
+        "many seeds as 80 %% power to detect --min-effect needs (at most 30); default: auto "
+        "with --min-effect, else 3",
     )
     ar.add_argument(
         "--min-effect",
         type=float,
         default=None,
-        help="with --seeds auto: the smallest difference in final score worth detecting "
-        "(e.g. 0.05 accuracy)",
+        help="the smallest difference in final score worth detecting (e.g. 0.05 accuracy): "
+        "the arena sizes its seeds to detect it (--seeds auto)",
     )
     ar.add_argument(
         "--budget",

@@ -56,7 +56,7 @@ def folder_name(task: str) -> str:
 def arena_tasks(
     tasks: str | list[str],
     algos: list[str] | str,
-    seeds: Any = 3,
+    seeds: Any = None,
     *,
     out_dir: str | Path | None = None,
     **kwargs: Any,

@@ -265,7 +265,7 @@ def _check_jobs(jobs: int) -> None:
 def arena(
     task: str,
     algos: list[str] | str,
-    seeds: int | list[int] | str = 3,
+    seeds: int | list[int] | str | None = None,
     *,
     budget: int | None = None,
     jobs: int = 1,
@@ -285,8 +285,11 @@ def arena(
     seeds="auto" sizes the arena by power: a pilot of `pilot_seeds` seeds, then as many
     seeds (up to `max_seeds`) as a paired t test needs to detect a difference of
     `min_effect` in final score at 80 % power, α = 1 − confidence, planning with the
-    noisiest comparison's SD (`policylab.arena.power`)."""
+    noisiest comparison's SD (`policylab.arena.power`). Without `seeds`: "auto" when a
+    `min_effect` is given, else 3."""
     _check_jobs(jobs)
+    if seeds is None:
+        seeds = 3 if min_effect is None else "auto"
     if seeds == "auto":
         return _auto_seeds(
             task,
