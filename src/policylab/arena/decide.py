@@ -65,8 +65,8 @@ def power_sentence(differences: dict[str, list[float]], alpha: float = 0.05) -> 
     if sd == 0:
         return f"Power: every paired difference in final score is constant over {n} seeds."
     return (
-        f"Power: {power_line(n, sd, alpha=alpha)}; final score, the SD of the noisiest "
-        "comparison in this table."
+        f"Power: {power_line(n, sd, alpha=alpha)}, in final score; the SD is the noisiest "
+        "comparison's in this table."
     )
 
 
