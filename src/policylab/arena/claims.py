@@ -31,11 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policylab.arena.decide import power_sentence
+import numpy as np
+
+from policylab.arena.decide import (
+    holm_pvalues,
+    paired_differences,
+    power_sentence,
+    scores_by_algo,
+)
 from policylab.arena.power import minimal_detectable_effect, pilot_sd
 from policylab.arena.report import fmt_interval, markdown_table, md_row
-from policylab.arena.rliable import holm_bonferroni, paired_t_pvalue
-from policylab.arena.stats import Interval, RunRecord, area_under_curve, paired_difference_ci
+from policylab.arena.stats import Interval, RunRecord, paired_difference_ci
 
 DIRECTIONS = ("better", "not_worse")
 METRICS = ("final", "auc")
@@ -130,6 +136,7 @@ class Verdict:
     p_holm: float  # Holm-adjusted two-sided paired t p-value (nan when not computable)
     verdict: str
     reason: str
+    detectable: float = math.nan  # the difference its seeds detect at 80 % power (its SD)
 
 
 def verdict_of(
@@ -159,17 +166,6 @@ def verdict_of(
     return NOISE, f"n = {n}"
 
 
-def metric_values(records: Sequence[RunRecord], metric: str, budget: float) -> dict[str, dict]:
-    """algo → {seed: value} over the done runs; value = final score or AUC."""
-    out: dict[str, dict[int, float]] = {}
-    for r in records:
-        if r.status != "done":
-            continue
-        value = r.final if metric == "final" else area_under_curve(r.curve, budget)
-        out.setdefault(r.algo, {})[r.seed] = value
-    return out
-
-
 def judge(
     claims: Sequence[Claim],
     records: Sequence[RunRecord],
@@ -186,19 +182,11 @@ def judge(
             raise ValueError(
                 f"claim {claim.method!r} is on arena {claim.arena!r}, not {arena.name!r}"
             )
-        values = metric_values(records, claim.metric, arena.budget)
-        base = values.get(claim.baseline, {})
-        family = [a for a in arena.algos if a != claim.baseline]
-        pvals = []
-        for algo in family:
-            mine = values.get(algo, {})
-            common = sorted(set(mine) & set(base))
-            pvals.append(paired_t_pvalue([mine[s] - base[s] for s in common]))
-        finite = [(a, p) for a, p in zip(family, pvals, strict=True) if not math.isnan(p)]
-        adjusted = dict(
-            zip([a for a, _ in finite], _holm([p for _, p in finite], alpha), strict=True)
-        )
-        mine = values.get(claim.method, {})
+        values = scores_by_algo(records, claim.metric, arena.budget)
+        family = {a: v for a, v in values.items() if a in arena.algos}
+        differences = paired_differences(family, claim.baseline)
+        adjusted = holm_pvalues(differences, alpha)
+        mine, base = values.get(claim.method, {}), values.get(claim.baseline, {})
         if not mine or not base:
             verdicts.append(Verdict(claim, None, math.nan, NOT_RUN, "no finished runs"))
             continue
@@ -209,23 +197,17 @@ def judge(
         )
         if claim.why_not:
             verdict, reason = UNTESTABLE, claim.why_not
-        verdicts.append(Verdict(claim, diff, p, verdict, reason))
+        mine_diffs = differences.get(claim.method, [])
+        sd = float(np.std(mine_diffs, ddof=1)) if len(mine_diffs) >= 2 else math.nan
+        mde = minimal_detectable_effect(sd, len(mine_diffs)) if sd > 0 else math.nan
+        verdicts.append(Verdict(claim, diff, p, verdict, reason, mde))
     return verdicts
-
-
-def _holm(pvalues: list[float], alpha: float) -> list[float]:
-    if not pvalues:
-        return []
-    adjusted, _ = holm_bonferroni(pvalues, alpha)
-    return [float(p) for p in adjusted]
 
 
 def power_line(records: Sequence[RunRecord], arena: ClaimArena, baseline: str) -> str:
     """The arena's power line (`decide.power_sentence`) and whether it reaches the
     `min_effect` the arena is sized for."""
-    from policylab.arena.decide import paired_differences
-
-    diffs = paired_differences(metric_values(records, "final", arena.budget), baseline)
+    diffs = paired_differences(scores_by_algo(records, "final", arena.budget), baseline)
     usable = [d for d in diffs.values() if len(d) >= 2]
     sentence = power_sentence(diffs)
     if not usable or pilot_sd(usable) == 0:
@@ -341,8 +323,9 @@ def _document(
         f"Held {counts[HELD]}, not held {counts[NOT_HELD]}, inside the noise {counts[NOISE]}, "
         f"of {len(verdicts)} claims.",
         "",
-        "| method | paper | claim | arena, metric | Δ vs baseline [95% CI], n | Holm p | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "| method | paper | claim | arena, metric | Δ vs baseline [95% CI], n | Holm p | "
+        "detectable at 80 % power | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for v in verdicts:
         c = v.claim
@@ -350,7 +333,9 @@ def _document(
         p = "—" if math.isnan(v.p_holm) else f"{v.p_holm:.3g}"
         what = c.claim + (f" ({c.note})" if c.note else "")
         where = f"{c.arena}, {c.metric} vs {c.baseline}"
-        cells = [c.method, f"arXiv:{c.paper}", what, where, diff, p, f"**{v.verdict}**: {v.reason}"]
+        detect = "—" if math.isnan(v.detectable) else f"{v.detectable:.3g}"
+        cells = [c.method, f"arXiv:{c.paper}", what, where, diff, p, detect]
+        cells.append(f"**{v.verdict}**: {v.reason}")
         lines.append(md_row(cells))
     if recorded:
         lines += [

@@ -32,8 +32,9 @@ MIN_BOOTSTRAP_SEEDS = 5
 REPS = 2000
 
 
-def _values(records: Sequence[RunRecord], metric: str, budget: float) -> dict[str, dict]:
-    """algo → {seed: final score or AUC} over the done runs, algorithms in table order."""
+def scores_by_algo(records: Sequence[RunRecord], metric: str, budget: float) -> dict[str, dict]:
+    """algo → {seed: final score ("final") or AUC ("auc")} over the done runs, algorithms
+    in table order (an algorithm without a done run maps to {})."""
     out: dict[str, dict[int, float]] = {}
     for r in records:
         out.setdefault(r.algo, {})
@@ -90,7 +91,7 @@ def statistics_paragraphs(
     seed: int = 0,
 ) -> list[str]:
     """The power line and the rliable table of one arena (Markdown paragraphs)."""
-    finals = _values(records, "final", budget)
+    finals = scores_by_algo(records, "final", budget)
     diffs = paired_differences(finals, baseline)
     paragraphs = [power_sentence(diffs, 1.0 - confidence)]
     holm = holm_pvalues(diffs, 1.0 - confidence)

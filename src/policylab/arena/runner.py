@@ -338,7 +338,7 @@ def _auto_seeds(
     **kwargs: Any,
 ) -> ArenaResult:
     """The pilot, the power calculation, then the seeds it asks for (see `arena`)."""
-    from policylab.arena.decide import _values, paired_differences
+    from policylab.arena.decide import paired_differences, scores_by_algo
     from policylab.arena.power import pilot_sd, seeds_for_power
 
     if min_effect is None or not math.isfinite(min_effect) or min_effect <= 0:
@@ -352,7 +352,7 @@ def _auto_seeds(
         raise ValueError(f"max_seeds {max_seeds!r}: expected a whole number ≥ pilot_seeds")
     folder = Path(out_dir or f"runs/arena-{task.replace('/', '_')}")
     pilot = arena(task, algos, pilot_seeds, out_dir=folder, **kwargs)
-    values = _values(pilot.records, "final", pilot.spec.budget)
+    values = scores_by_algo(pilot.records, "final", pilot.spec.budget)
     diffs = [d for d in paired_differences(values, pilot.spec.baseline).values() if len(d) >= 2]
     if not diffs:
         raise ValueError("the pilot has no comparison with 2 paired seeds: nothing to size from")
