@@ -37,6 +37,8 @@ def iv(low: float, high: float, n: int = 10) -> Interval:
         (-0.04, 0.03, 0.50, "not_worse", HELD),  # a loss ≥ 0.05 is excluded
         (-0.07, 0.03, 0.50, "not_worse", NOISE),
         (-0.09, -0.01, 0.01, "not_worse", NOT_HELD),
+        (-0.02, -0.001, 0.01, "not_worse", HELD),  # worse, but by less than the margin
+        (0.001, 0.04, 0.20, "better", NOISE),  # above 0 wins over "gain excluded"
     ],
 )
 def test_verdict_rules(low, high, p, direction, expected):
@@ -117,3 +119,14 @@ def test_report_of_missing_arenas_names_the_commands(tmp_path):
     assert {v.verdict for v in verdicts} == {NOT_RUN}
     assert f"--out {tmp_path / 'arithmetic'}" in text
     assert text.count("| arXiv:") == len(CLAIMS)
+
+
+def test_judge_refuses_unpaired_seeds():
+    records = [
+        RunRecord("base", 0, "done", [(0.0, 0.5), (100.0, 0.5)], 1.0, "samples"),
+        RunRecord("base", 1, "done", [(0.0, 0.5), (100.0, 0.6)], 1.0, "samples"),
+        RunRecord("good", 2, "done", [(0.0, 0.5), (100.0, 0.7)], 1.0, "samples"),
+        RunRecord("good", 3, "done", [(0.0, 0.5), (100.0, 0.8)], 1.0, "samples"),
+    ]
+    (v,) = judge([Claim("good", "1", "c", "toy", "base")], records, SETUP)
+    assert v.verdict == NOT_RUN and "both" in v.reason

@@ -32,7 +32,7 @@ from policylab.arena.rliable import (
     probability_of_improvement_ci,
     stratified_bootstrap_ci,
 )
-from policylab.arena.runner import ArenaResult, arena, report
+from policylab.arena.runner import ArenaResult, arena, folder_name, report
 from policylab.trainers.run import write_atomic
 
 TASKS_FILE = "tasks.json"
@@ -49,10 +49,6 @@ def split_tasks(text: str | list[str]) -> list[str]:
     return tasks
 
 
-def folder_name(task: str) -> str:
-    return task.replace("/", "_").replace(os.sep, "_")
-
-
 def arena_tasks(
     tasks: str | list[str],
     algos: list[str] | str,
@@ -67,7 +63,7 @@ def arena_tasks(
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / TASKS_FILE, json.dumps({"tasks": tasks}, indent=2) + "\n")
     results = [arena(t, algos, seeds, out_dir=folder / folder_name(t), **kwargs) for t in tasks]
-    return results, write_aggregate(folder, results)
+    return results, write_aggregate(folder, results, results[0].spec.confidence)
 
 
 def report_tasks(folder: str | Path) -> tuple[list[ArenaResult], Path]:
@@ -75,7 +71,7 @@ def report_tasks(folder: str | Path) -> tuple[list[ArenaResult], Path]:
     folder = Path(folder)
     tasks = json.loads((folder / TASKS_FILE).read_text())["tasks"]
     results = [report(folder / folder_name(t)) for t in tasks]
-    return results, write_aggregate(folder, results)
+    return results, write_aggregate(folder, results, results[0].spec.confidence)
 
 
 def score_matrix(results: list[ArenaResult]) -> tuple[dict[str, np.ndarray], list[int]]:
@@ -105,7 +101,7 @@ def score_matrix(results: list[ArenaResult]) -> tuple[dict[str, np.ndarray], lis
 
 def write_aggregate(folder: Path, results: list[ArenaResult], confidence: float = 0.95) -> Path:
     """aggregate.md and profiles.png (module doc); returns the Markdown's path."""
-    from policylab.arena.report import fmt_interval
+    from policylab.arena.report import fmt_interval, md_row
 
     scores, seeds = score_matrix(results)
     baseline = results[0].spec.baseline
@@ -143,8 +139,9 @@ def write_aggregate(folder: Path, results: list[ArenaResult], confidence: float 
             )
         p = holm.get(algo, math.nan)
         p_cell = "baseline" if algo == baseline else ("—" if math.isnan(p) else f"{p:.3g}")
-        cells = [algo, fmt_interval(iqms[algo]), fmt_interval(means[algo]), poi, p_cell]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(
+            md_row([algo, fmt_interval(iqms[algo]), fmt_interval(means[algo]), poi, p_cell])
+        )
     lines += [
         "",
         "IQM: the mean of the middle 50 % of all seed × task scores. Intervals: stratified "

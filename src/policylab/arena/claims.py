@@ -10,12 +10,19 @@ the method scores `better` than the baseline, or that it is `not_worse` (within 
 arena's `min_effect`). The verdict is read from the paired difference over seeds:
 
     better     held          Δ's interval lies above 0 and the Holm-adjusted p < α
-               not held      Δ's interval lies below 0 (worse), or below +min_effect
-                             (a gain as large as the arena was sized to detect is excluded)
-    not_worse  held          Δ's interval lies above −min_effect
-               not held      Δ's interval lies below 0 and the Holm-adjusted p < α
+                             (above 0 but not after Holm: inside the noise)
+               not held      otherwise, if Δ's interval lies below 0 with Holm p < α
+                             (worse), or below +min_effect (a gain as large as the arena
+                             was sized to detect is excluded)
+    not_worse  held          Δ's interval lies above −min_effect (non-inferiority with
+                             margin min_effect)
+               not held      otherwise, if Δ's interval lies below 0 with Holm p < α
     either     inside the noise at n seeds   none of the above
                not testable here             the claim's `why_not` says why
+
+"Held" asks more of the data (Holm-adjusted) than "not held: a gain ≥ min_effect is
+excluded" (the unadjusted interval): the second is a statement about the size of the
+gain the claim needs to matter, read as the paper's claim "better by a margin worth having".
 
 Holm–Bonferroni runs over the comparisons of one table (every method against the
 arena's baseline on the claim's metric), so one lucky method among sixteen does not
@@ -36,10 +43,11 @@ import numpy as np
 from policylab.arena.decide import (
     holm_pvalues,
     paired_differences,
+    planning_sd,
     power_sentence,
     scores_by_algo,
 )
-from policylab.arena.power import minimal_detectable_effect, pilot_sd
+from policylab.arena.power import minimal_detectable_effect
 from policylab.arena.report import fmt_interval, markdown_table, md_row
 from policylab.arena.stats import Interval, RunRecord, paired_difference_ci
 
@@ -151,18 +159,20 @@ def verdict_of(
     if math.isnan(diff.low) or math.isnan(diff.high):
         return NOT_RUN, f"{n} paired seed(s): no interval"
     significant = not math.isnan(p_holm) and p_holm < alpha
-    if diff.high < 0 and significant:
-        return NOT_HELD, "worse than the baseline"
     if direction == "better":
-        if diff.low > 0 and significant:
-            return HELD, "better than the baseline"
+        if diff.low > 0:
+            if significant:
+                return HELD, "better than the baseline"
+            return NOISE, f"interval above 0, but not after Holm (p = {p_holm:.3g}); n = {n}"
+        if diff.high < 0 and significant:
+            return NOT_HELD, "worse than the baseline"
         if diff.high < min_effect:
             return NOT_HELD, f"a gain ≥ {min_effect:g} is excluded"
-        if diff.low > 0:
-            return NOISE, f"interval above 0, but not after Holm (p = {p_holm:.3g}); n = {n}"
         return NOISE, f"n = {n}"
-    if diff.low > -min_effect:
+    if diff.low > -min_effect:  # non-inferiority with margin min_effect
         return HELD, f"a loss ≥ {min_effect:g} is excluded"
+    if diff.high < 0 and significant:
+        return NOT_HELD, "worse than the baseline"
     return NOISE, f"n = {n}"
 
 
@@ -190,6 +200,9 @@ def judge(
         if not mine or not base:
             verdicts.append(Verdict(claim, None, math.nan, NOT_RUN, "no finished runs"))
             continue
+        if not set(mine) & set(base):  # an unpaired (Welch) interval would judge other seeds
+            verdicts.append(Verdict(claim, None, math.nan, NOT_RUN, "no seed finished by both"))
+            continue
         diff = paired_difference_ci(mine, base, confidence)
         p = adjusted.get(claim.method, math.nan)
         verdict, reason = verdict_of(
@@ -199,22 +212,24 @@ def judge(
             verdict, reason = UNTESTABLE, claim.why_not
         mine_diffs = differences.get(claim.method, [])
         sd = float(np.std(mine_diffs, ddof=1)) if len(mine_diffs) >= 2 else math.nan
-        mde = minimal_detectable_effect(sd, len(mine_diffs)) if sd > 0 else math.nan
+        mde = minimal_detectable_effect(sd, len(mine_diffs), alpha=alpha) if sd > 0 else math.nan
         verdicts.append(Verdict(claim, diff, p, verdict, reason, mde))
     return verdicts
 
 
-def power_line(records: Sequence[RunRecord], arena: ClaimArena, baseline: str) -> str:
+def power_line(
+    records: Sequence[RunRecord], arena: ClaimArena, baseline: str, alpha: float = 0.05
+) -> str:
     """The arena's power line (`decide.power_sentence`) and whether it reaches the
     `min_effect` the arena is sized for."""
     diffs = paired_differences(scores_by_algo(records, "final", arena.budget), baseline)
-    usable = [d for d in diffs.values() if len(d) >= 2]
-    sentence = power_sentence(diffs)
-    if not usable or pilot_sd(usable) == 0:
+    sentence = power_sentence(diffs, alpha)
+    plan = planning_sd(diffs)
+    if plan is None or plan[0] == 0:
         return sentence
-    mde = minimal_detectable_effect(pilot_sd(usable), min(len(d) for d in usable))
+    mde = minimal_detectable_effect(*plan, alpha=alpha)
     sized = "reaches" if mde <= arena.min_effect else "does not reach"
-    return f"{sentence} It {sized} the {arena.min_effect:g} this arena is sized for."
+    return f"{sentence} Per comparison it {sized} the {arena.min_effect:g} this arena is sized for."
 
 
 # ---- the document -----------------------------------------------------------------------
@@ -280,7 +295,7 @@ def claims_report(
             "",
             f"```bash\n{command}\n```",
             "",
-            power_line(result.records, setup, baseline),
+            power_line(result.records, setup, baseline, 1 - result.spec.confidence),
             "",
             table,
         ]
@@ -313,9 +328,10 @@ def _document(
         "",
         "- **held**: better than the baseline (interval above 0, Holm p < 0.05); for an "
         "'at least as good' claim, the interval excludes a loss as large as the arena's "
+        "minimal effect (non-inferiority);",
+        "- **not held**: otherwise, worse than the baseline (interval below 0, Holm p < "
+        "0.05), or, for a 'better' claim, the interval excludes a gain as large as the "
         "minimal effect;",
-        "- **not held**: worse than the baseline (interval below 0, Holm p < 0.05), or, for "
-        "a 'better' claim, the interval excludes a gain as large as the minimal effect;",
         "- **inside the noise**: neither, at the arena's seeds;",
         "- **not testable here**: the arena cannot test the claim as stated (the reason is "
         "given; the measurement is still shown).",

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policylab.arena.power import pilot_sd, power_line
+from policylab.arena.power import minimal_detectable_effect, pilot_sd, power_line
+from policylab.arena.report import fmt_interval, md_row
 from policylab.arena.rliable import (
     holm_bonferroni,
     iqm,
@@ -55,20 +56,33 @@ def paired_differences(values: dict[str, dict], baseline: str) -> dict[str, list
     }
 
 
-def power_sentence(differences: dict[str, list[float]], alpha: float = 0.05) -> str:
-    """The power line from the paired final-score differences of every comparison in a
-    table: the noisiest comparison's SD plans (`pilot_sd`); n is the fewest pairs."""
+def planning_sd(differences: dict[str, list[float]]) -> tuple[float, int] | None:
+    """(SD, n) to plan or state power with: the noisiest comparison's SD of its paired
+    differences (`pilot_sd`) and the fewest pairs n over the comparisons with ≥ 2 pairs;
+    None when no comparison has 2 pairs."""
     usable = [d for d in differences.values() if len(d) >= 2]
     if not usable:
+        return None
+    return pilot_sd(usable), min(len(d) for d in usable)
+
+
+def power_sentence(differences: dict[str, list[float]], alpha: float = 0.05) -> str:
+    """The power line of a table: what its seeds detect per comparison at two-sided α,
+    and after Bonferroni over its m comparisons (α/m, the strictest step of Holm's
+    procedure, which decides the table's "decided?" column)."""
+    plan = planning_sd(differences)
+    if plan is None:
         return "Power: fewer than 2 paired seeds per comparison, so no power can be stated."
-    n = min(len(d) for d in usable)
-    sd = pilot_sd(usable)
+    sd, n = plan
     if sd == 0:
         return f"Power: every paired difference in final score is constant over {n} seeds."
-    return (
-        f"Power: {power_line(n, sd, alpha=alpha)}, in final score; the SD is the noisiest "
-        "comparison's in this table."
-    )
+    m = sum(len(d) >= 2 for d in differences.values())
+    line = f"Power: {power_line(n, sd, alpha=alpha)}, in final score; the SD is the noisiest "
+    line += "comparison's in this table"
+    if m > 1:
+        strict = minimal_detectable_effect(sd, n, alpha=alpha / m)
+        line += f"; after Bonferroni over its {m} comparisons (α/{m}): ≥ {strict:.3g}"
+    return line + "."
 
 
 def holm_pvalues(differences: dict[str, list[float]], alpha: float = 0.05) -> dict[str, float]:
@@ -95,47 +109,58 @@ def statistics_paragraphs(
     diffs = paired_differences(finals, baseline)
     paragraphs = [power_sentence(diffs, 1.0 - confidence)]
     holm = holm_pvalues(diffs, 1.0 - confidence)
-    n_min = min((len(v) for v in finals.values()), default=0)
+    base = finals.get(baseline, {})
+    # bootstrap columns from MIN_BOOTSTRAP_SEEDS seeds each algorithm shares with the baseline
+    shared = {a: sorted(set(v) & set(base)) for a, v in finals.items()}
+    n_min = min((len(v) for a, v in shared.items() if finals[a]), default=0)
     bootstrap = n_min >= MIN_BOOTSTRAP_SEEDS
     pct = f"{confidence:.0%}"
-    header = (
-        f"| algorithm | IQM final [{pct} bootstrap CI] | P(better than {baseline}) "
-        f"[{pct} CI] | Holm p (paired t) | decided at α = {1 - confidence:.2g}? |\n"
-        "|---|---|---|---|---|"
-    )
-    rows = []
-    base = _column(finals.get(baseline, {}))
+    header = [
+        "algorithm",
+        f"IQM final [{pct} bootstrap CI]",
+        f"P(better than {baseline}) [{pct} CI]",
+        "Holm p (paired t)",
+        f"decided at α = {1 - confidence:.2g}?",
+    ]
+    rows = [md_row(header), "|---" * len(header) + "|"]
     for algo, by_seed in finals.items():
-        x = _column(by_seed)
+        seeds = shared[algo]
         iqm_cell = poi_cell = "—"
-        if bootstrap and x.size:
+        if len(seeds) >= MIN_BOOTSTRAP_SEEDS:
+            x = _column(by_seed, seeds)
             ci = stratified_bootstrap_ci(
                 {algo: x}, iqm, reps=REPS, confidence=confidence, seed=seed
             )
-            iqm_cell = _fmt_ci(ci[algo])
+            iqm_cell = fmt_interval(ci[algo])
             if algo != baseline:
                 poi = probability_of_improvement_ci(
-                    x, base, reps=REPS, confidence=confidence, seed=seed, paired=True
+                    x,
+                    _column(base, seeds),
+                    reps=REPS,
+                    confidence=confidence,
+                    seed=seed,
+                    paired=True,
                 )
-                poi_cell = _fmt_ci(poi)
+                poi_cell = fmt_interval(poi)
         p = holm.get(algo, math.nan)
         decided = (
             "—" if algo == baseline or math.isnan(p) else ("yes" if p < 1 - confidence else "no")
         )
         p_cell = "baseline" if algo == baseline else ("—" if math.isnan(p) else f"{p:.3g}")
-        rows.append(f"| {algo} | {iqm_cell} | {poi_cell} | {p_cell} | {decided} |")
-    paragraphs.append(header + "\n" + "\n".join(rows))
+        rows.append(md_row([algo, iqm_cell, poi_cell, p_cell, decided]))
+    paragraphs.append("\n".join(rows))
     if not bootstrap:
         paragraphs.append(
             f"IQM and the probability of improvement are left out: they need ≥ "
-            f"{MIN_BOOTSTRAP_SEEDS} seeds per algorithm (here {n_min}); a percentile "
+            f"{MIN_BOOTSTRAP_SEEDS} seeds shared with the baseline (here {n_min}); a percentile "
             "bootstrap over fewer seeds never leaves their [min, max] and covers less than it "
             "states, so the Student-t intervals above are the ones to read."
         )
     else:
         paragraphs.append(
             "IQM: the mean of the middle 50 % of the seeds' final scores; its interval is a "
-            f"percentile bootstrap ({REPS} resamples of seeds). P(better than {baseline}): "
+            f"percentile bootstrap ({REPS} resamples of the seeds shared with {baseline}). "
+            f"P(better than {baseline}): "
             "the chance that a run of the algorithm beats a run of the baseline (ties count "
             "half), with a bootstrap interval; 0.5 means no difference. Holm p: the paired t "
             "test's p-value adjusted for the number of comparisons in this table."
@@ -143,12 +168,6 @@ def statistics_paragraphs(
     return paragraphs
 
 
-def _column(by_seed: dict[int, float]) -> np.ndarray:
-    """Scores as a [runs, 1] array (one task), seeds in order."""
-    return np.asarray([by_seed[s] for s in sorted(by_seed)], dtype=float).reshape(-1, 1)
-
-
-def _fmt_ci(interval) -> str:
-    from policylab.arena.report import fmt_interval
-
-    return fmt_interval(interval)
+def _column(by_seed: dict[int, float], seeds: list[int]) -> np.ndarray:
+    """The scores of `seeds`, in that order, as a [runs, 1] array (one task)."""
+    return np.asarray([by_seed[s] for s in seeds], dtype=float).reshape(-1, 1)

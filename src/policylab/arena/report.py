@@ -13,6 +13,7 @@ import base64
 import html
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -362,12 +363,18 @@ def _html_block(markdown: str) -> str:
     e = html.escape
     lines = [line for line in markdown.splitlines() if line.strip()]
     if len(lines) >= 2 and all(line.startswith("|") for line in lines[:2]):
-        rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines]
+        rows = [_md_cells(line) for line in lines]
         head, body = rows[0], [r for r in rows[2:]]
         html_rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in body)
         head_html = "".join(f"<th>{e(c)}</th>" for c in head)
         return f"<table><thead><tr>{head_html}</tr></thead><tbody>{html_rows}</tbody></table>"
     return f"<p>{e(' '.join(lines))}</p>"
+
+
+def _md_cells(line: str) -> list[str]:
+    """The cells of one Markdown table row written by `md_row` (escaped pipes kept)."""
+    inner = line.strip()[1:-1] if line.strip().endswith("|") else line.strip()[1:]
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
 
 
 def _html_list(items: Iterable[str]) -> str:

@@ -321,7 +321,7 @@ def arena(
         threshold=threshold,
         confidence=confidence,
     )
-    folder = Path(out_dir or f"runs/arena-{task.replace('/', '_')}")
+    folder = Path(out_dir or default_folder(task))
     _save_spec(folder, spec)
     trained = _run_all(folder, spec, jobs, progress)
     return report(folder, trained=trained)
@@ -338,8 +338,8 @@ def _auto_seeds(
     **kwargs: Any,
 ) -> ArenaResult:
     """The pilot, the power calculation, then the seeds it asks for (see `arena`)."""
-    from policylab.arena.decide import paired_differences, scores_by_algo
-    from policylab.arena.power import pilot_sd, seeds_for_power
+    from policylab.arena.decide import paired_differences, planning_sd, scores_by_algo
+    from policylab.arena.power import seeds_for_power
 
     if min_effect is None or not math.isfinite(min_effect) or min_effect <= 0:
         raise ValueError(
@@ -350,33 +350,47 @@ def _auto_seeds(
         raise ValueError(f"pilot_seeds {pilot_seeds!r}: a pilot needs at least 2 seeds")
     if not isinstance(max_seeds, int) or max_seeds < pilot_seeds:
         raise ValueError(f"max_seeds {max_seeds!r}: expected a whole number ≥ pilot_seeds")
-    folder = Path(out_dir or f"runs/arena-{task.replace('/', '_')}")
+    folder = Path(out_dir or default_folder(task))
     pilot = arena(task, algos, pilot_seeds, out_dir=folder, **kwargs)
     values = scores_by_algo(pilot.records, "final", pilot.spec.budget)
-    diffs = [d for d in paired_differences(values, pilot.spec.baseline).values() if len(d) >= 2]
-    if not diffs:
+    diffs = paired_differences(values, pilot.spec.baseline)
+    plan = planning_sd(diffs)
+    if plan is None:
         raise ValueError("the pilot has no comparison with 2 paired seeds: nothing to size from")
-    sd = pilot_sd(diffs)
+    sd, have = plan
+    m = max(1, sum(len(d) >= 2 for d in diffs.values()))
+    alpha = (1 - pilot.spec.confidence) / m  # Bonferroni: the strictest step of Holm's
     try:
-        needed = str(
-            seeds_for_power(min_effect, sd, alpha=1 - pilot.spec.confidence, max_seeds=max_seeds)
-        )
-        n = max(int(needed), pilot_seeds)
+        needed = seeds_for_power(min_effect, sd, alpha=alpha, max_seeds=max_seeds)
+        n, need_text = max(needed, pilot_seeds), str(needed)
     except ValueError:  # more than max_seeds: run max_seeds and say so
-        needed, n = f"more than {max_seeds}", max_seeds
-    plan = (
-        f"chosen by power: a {pilot_seeds}-seed pilot gave an SD of paired differences of "
-        f"{sd:.3g} (noisiest comparison); detecting {min_effect:g} at 80 % power needs "
-        f"{needed} seeds"
-        + (f", capped at max_seeds={max_seeds}" if needed.startswith("more") else "")
+        n, need_text = max_seeds, f"more than {max_seeds}"
+    text = (
+        f"chosen by power: over the {have} seeds finished when sizing (a {pilot_seeds}-seed "
+        f"pilot at first), the SD of paired final-score differences was {sd:.3g} (noisiest "
+        f"comparison); detecting {min_effect:g} at 80 % power with α = "
+        f"{1 - pilot.spec.confidence:g}/{m} (Bonferroni over {m} comparisons) needs "
+        f"{need_text} seeds"
     )
-    logger.info("arena seeds %s", plan)
+    if need_text.startswith("more than"):
+        text += f", capped at max_seeds={max_seeds}"
+    logger.info("arena seeds %s", text)
     spec = load_spec(folder)
-    spec.plan = plan
-    folder.joinpath(SETTINGS).write_text(json.dumps(asdict(spec), indent=2) + "\n")
-    if n <= pilot_seeds:
+    spec.plan = text
+    write_atomic(folder / SETTINGS, json.dumps(asdict(spec), indent=2) + "\n")
+    if n <= len(spec.seeds):
         return report(folder, trained=pilot.trained)
     return arena(task, algos, n, out_dir=folder, **kwargs)
+
+
+def folder_name(task: str) -> str:
+    """A task's name as one path component (tabular/x → tabular_x)."""
+    return task.replace("/", "_").replace(os.sep, "_")
+
+
+def default_folder(task: str) -> Path:
+    """An arena's folder when --out is not given: runs/arena-<task>."""
+    return Path("runs") / f"arena-{folder_name(task)}"
 
 
 def report(arena_dir: str | Path, *, trained: list[str] | None = None) -> ArenaResult:
