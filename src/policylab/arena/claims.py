@@ -46,6 +46,7 @@ from policylab.arena.decide import (
     planning_sd,
     power_sentence,
     scores_by_algo,
+    statistics_paragraphs,
 )
 from policylab.arena.power import minimal_detectable_effect
 from policylab.arena.report import fmt_interval, markdown_table, md_row
@@ -298,6 +299,10 @@ def claims_report(
             power_line(result.records, setup, baseline, 1 - result.spec.confidence),
             "",
             table,
+            statistics_paragraphs(result.records, baseline, setup.budget, result.spec.confidence)[
+                1
+            ],
+            "",
         ]
     return verdicts, _document(verdicts, sections, root, recorded)
 
