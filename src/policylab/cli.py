@@ -227,8 +227,16 @@ def _claims(console: Console, args: argparse.Namespace) -> int:
 
 
 def seeds_arg(text: str) -> int | str:
-    """--seeds: a whole number ≥ 1, or auto (sized by power, with --min-effect)."""
-    return "auto" if text == "auto" else positive_int(text)
+    """--seeds: a whole number (the arena checks it is ≥ 1, naming the flag), or auto
+    (sized by power, with --min-effect)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seeds (1, 2, ...) or auto, got {text!r}"
+        ) from None
 
 
 def _print_arena(console: Console, result) -> int:
