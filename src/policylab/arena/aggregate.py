@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from policylab.arena.decide import REPS, holm_pvalues
+from policylab.arena.report import save_figure
 from policylab.arena.rliable import (
     iqm,
     mean,
@@ -177,8 +177,4 @@ def _plot_profiles(path: Path, scores: dict[str, np.ndarray], confidence: float)
     ax.set_ylabel("fraction of runs × tasks with score > τ")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_figure(fig, path)

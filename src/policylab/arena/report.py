@@ -195,12 +195,20 @@ def plot_curves(
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
+    save_figure(fig, path)
+    return path
+
+
+def save_figure(fig, path: Path) -> None:
+    """Write a matplotlib figure as PNG atomically (a reader never sees half a file) and
+    close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, dpi=100)
     plt.close(fig)
     os.replace(tmp, path)
-    return path
 
 
 # ---- the report -------------------------------------------------------------------------
