@@ -1,9 +1,11 @@
 """The claims registry: every wave-1 method's claim and the arena that tests it.
 
-Arenas are sized (seeds) to detect a difference of 5 % of the score's range at 80 %
-power from a 5-seed pilot's variance (`policylab.arena.power`); docs/claims.md gives each
-arena's power line as measured. Claim texts are one-line readings of the papers (see
-../shared/papers/seed_llm_algorithms.md for the sources and what was inferred).
+Each arena names the seeds it aims at (10) and the minimal effect it is meant to detect
+(5 % of the score's range). docs/claims.md shows the seeds that actually finished and, per
+claim, the difference those seeds detect at 80 % power (`policylab.arena.power`), so a
+verdict of "inside the noise" says how small a difference could hide in it. Claim texts
+are one-line readings of the papers (../shared/papers/seed_llm_algorithms.md has the
+sources and says what was inferred).
 """
 
 from __future__ import annotations
