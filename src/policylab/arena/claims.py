@@ -48,7 +48,7 @@ from policylab.arena.decide import (
     scores_by_algo,
     statistics_paragraphs,
 )
-from policylab.arena.power import minimal_detectable_effect
+from policylab.arena.power import minimal_detectable_effect, seeds_for_power
 from policylab.arena.report import fmt_interval, markdown_table, md_row
 from policylab.arena.stats import Interval, RunRecord, paired_difference_ci
 
@@ -229,8 +229,16 @@ def power_line(
     if plan is None or plan[0] == 0:
         return sentence
     mde = minimal_detectable_effect(*plan, alpha=alpha)
-    sized = "reaches" if mde <= arena.min_effect else "does not reach"
-    return f"{sentence} Per comparison it {sized} the {arena.min_effect:g} this arena is sized for."
+    if mde <= arena.min_effect:
+        return f"{sentence} Per comparison it reaches the {arena.min_effect:g} it is sized for."
+    try:
+        need = f"{seeds_for_power(arena.min_effect, plan[0], alpha=alpha, max_seeds=1000)} seeds"
+    except ValueError:
+        need = "more than 1,000 seeds"
+    return (
+        f"{sentence} Per comparison it does not reach the {arena.min_effect:g} it is sized "
+        f"for: at this SD that takes {need}."
+    )
 
 
 # ---- the document -----------------------------------------------------------------------
