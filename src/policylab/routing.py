@@ -87,18 +87,10 @@ def _route(task, path: Path | None, given: dict, fields: dict, saved: dict) -> R
 
 
 def _keeps(saved: dict[str, Any], config: dict[str, Any]) -> None:
-    """A resumed run keeps the task, algorithm, seed and model it started with: another
-    value would mix two runs in one folder."""
-    from policylab.trainers.run_safety import KEPT_ON_RESUME
+    """A resumed run keeps the task, algorithm, seed and model it started with."""
+    from policylab.trainers.run_safety import check_keeps
 
-    for key in KEPT_ON_RESUME:
-        if key in saved and key in config and config[key] != saved[key]:
-            raise ValueError(
-                f"cannot resume {saved.get('run_dir', 'the run')} with {key}={config[key]!r}: "
-                f"it was started with {key}={saved[key]!r}. A resumed run keeps its "
-                f"{', '.join(KEPT_ON_RESUME)} (other fields, e.g. steps, may change); "
-                "choose another run_dir to change them"
-            )
+    check_keeps(saved, config, saved.get("run_dir") or "the run")
 
 
 def _same_kind(config: RunConfig, fields: dict[str, Any]) -> bool:

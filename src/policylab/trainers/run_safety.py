@@ -94,13 +94,18 @@ _NUMPY_ARRAYS = _numpy_arrays()
 
 def check_resumable(config_file: Path, config: dict[str, Any]) -> None:
     """A resumed run keeps the task, algorithm, seed and model it started with."""
-    saved = yaml.safe_load(config_file.read_text()) or {}
+    check_keeps(yaml.safe_load(config_file.read_text()) or {}, config, config_file.parent)
+
+
+def check_keeps(saved: dict[str, Any], config: dict[str, Any], where: Any) -> None:
+    """`config` keeps every field of KEPT_ON_RESUME that the run `where` was started with
+    (`saved`, its config.yaml): another value would mix two runs in one folder."""
     for key in KEPT_ON_RESUME:
         if key in saved and key in config and saved[key] != config[key]:
             raise ValueError(
-                f"cannot resume {config_file.parent} with {key}={config[key]!r}: it was "
-                f"started with {key}={saved[key]!r} ({config_file}). A resumed run keeps "
-                f"its {', '.join(KEPT_ON_RESUME)}; start a new run folder to change them"
+                f"cannot resume {where} with {key}={config[key]!r}: it was started with "
+                f"{key}={saved[key]!r}. A resumed run keeps its {', '.join(KEPT_ON_RESUME)} "
+                "(other fields, e.g. steps, may change); choose another run_dir to change them"
             )
 
 
