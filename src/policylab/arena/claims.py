@@ -46,7 +46,6 @@ from policylab.arena.decide import (
     planning_sd,
     power_sentence,
     scores_by_algo,
-    statistics_paragraphs,
 )
 from policylab.arena.power import minimal_detectable_effect, seeds_for_power
 from policylab.arena.report import fmt_interval, markdown_table, md_row
@@ -307,9 +306,7 @@ def claims_report(
             power_line(result.records, setup, baseline, 1 - result.spec.confidence),
             "",
             table,
-            statistics_paragraphs(result.records, baseline, setup.budget, result.spec.confidence)[
-                1
-            ],
+            result.statistics[1],
             "",
         ]
     return verdicts, _document(verdicts, sections, root, recorded)

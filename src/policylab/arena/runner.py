@@ -104,6 +104,7 @@ class ArenaResult:
     summaries: list[AlgoSummary]
     report: dict[str, Path]
     trained: list[str]  # the runs this call trained or resumed (empty on a finished arena)
+    statistics: list[str] = field(default_factory=list)  # power line, rliable table (decide.py)
 
 
 def make_spec(
@@ -411,6 +412,7 @@ def report(arena_dir: str | Path, *, trained: list[str] | None = None) -> ArenaR
     tokens = _tokens_line(records, spec)
     if tokens:
         meta["generated tokens"] = tokens
+    statistics = statistics_paragraphs(records, spec.baseline, spec.budget, spec.confidence)
     paths = write_report(
         folder,
         records,
@@ -421,9 +423,9 @@ def report(arena_dir: str | Path, *, trained: list[str] | None = None) -> ArenaR
         confidence=spec.confidence,
         meta=meta,
         score_range=score_range,
-        extra=statistics_paragraphs(records, spec.baseline, spec.budget, spec.confidence),
+        extra=statistics,
     )
-    return ArenaResult(folder, spec, records, summaries, paths, trained or [])
+    return ArenaResult(folder, spec, records, summaries, paths, trained or [], statistics)
 
 
 # ---- settings ---------------------------------------------------------------------------
