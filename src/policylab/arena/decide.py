@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policylab.arena.power import minimal_detectable_effect, pilot_sd, power_line
+from policylab.arena.power import minimal_detectable_effect, pilot_sd, power_line, seeds_for_power
 from policylab.arena.report import fmt_interval, md_row
 from policylab.arena.rliable import (
     holm_bonferroni,
@@ -171,3 +171,52 @@ def statistics_paragraphs(
 def _column(by_seed: dict[int, float], seeds: list[int]) -> np.ndarray:
     """The scores of `seeds`, in that order, as a [runs, 1] array (one task)."""
     return np.asarray([by_seed[s] for s in seeds], dtype=float).reshape(-1, 1)
+
+
+def check_sizing(min_effect: float | None, pilot_seeds: int, max_seeds: int) -> None:
+    """`seeds="auto"`'s settings, checked before the pilot runs."""
+    if min_effect is None or not math.isfinite(min_effect) or min_effect <= 0:
+        raise ValueError(
+            f"--seeds auto needs --min-effect, the smallest difference in final score worth "
+            f"detecting (e.g. 0.05 accuracy), a positive number; got {min_effect!r}"
+        )
+    if isinstance(pilot_seeds, bool) or not isinstance(pilot_seeds, int) or pilot_seeds < 2:
+        raise ValueError(f"pilot_seeds {pilot_seeds!r}: a pilot needs at least 2 seeds")
+    if not isinstance(max_seeds, int) or max_seeds < pilot_seeds:
+        raise ValueError(f"max_seeds {max_seeds!r}: expected a whole number ≥ pilot_seeds")
+
+
+def seeds_plan(
+    records: Sequence[RunRecord],
+    baseline: str,
+    budget: float,
+    confidence: float,
+    *,
+    min_effect: float,
+    pilot_seeds: int,
+    max_seeds: int,
+) -> tuple[int, str]:
+    """How many seeds an arena needs to detect `min_effect` in final score at 80 % power,
+    planned from the finished seeds' noisiest paired comparison with α = (1 − confidence)/m
+    (Bonferroni, the strictest step of Holm's), and the sentence the report shows."""
+    diffs = paired_differences(scores_by_algo(records, "final", budget), baseline)
+    plan = planning_sd(diffs)
+    if plan is None:
+        raise ValueError("the pilot has no comparison with 2 paired seeds: nothing to size from")
+    sd, have = plan
+    m = max(1, sum(len(d) >= 2 for d in diffs.values()))
+    alpha = (1 - confidence) / m
+    try:
+        needed = seeds_for_power(min_effect, sd, alpha=alpha, max_seeds=max_seeds)
+        n, need_text = max(needed, pilot_seeds), str(needed)
+    except ValueError:  # more than max_seeds: run max_seeds and say so
+        n, need_text = max_seeds, f"more than {max_seeds}"
+    text = (
+        f"chosen by power: over the {have} seeds finished when sizing (a {pilot_seeds}-seed "
+        f"pilot at first), the SD of paired final-score differences was {sd:.3g} (noisiest "
+        f"comparison); detecting {min_effect:g} at 80 % power with α = "
+        f"{1 - confidence:g}/{m} (Bonferroni over {m} comparisons) needs {need_text} seeds"
+    )
+    if need_text.startswith("more than"):
+        text += f", capped at max_seeds={max_seeds}"
+    return n, text

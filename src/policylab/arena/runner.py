@@ -339,42 +339,20 @@ def _auto_seeds(
     **kwargs: Any,
 ) -> ArenaResult:
     """The pilot, the power calculation, then the seeds it asks for (see `arena`)."""
-    from policylab.arena.decide import paired_differences, planning_sd, scores_by_algo
-    from policylab.arena.power import seeds_for_power
+    from policylab.arena.decide import check_sizing, seeds_plan
 
-    if min_effect is None or not math.isfinite(min_effect) or min_effect <= 0:
-        raise ValueError(
-            f"--seeds auto needs --min-effect, the smallest difference in final score worth "
-            f"detecting (e.g. 0.05 accuracy), a positive number; got {min_effect!r}"
-        )
-    if isinstance(pilot_seeds, bool) or not isinstance(pilot_seeds, int) or pilot_seeds < 2:
-        raise ValueError(f"pilot_seeds {pilot_seeds!r}: a pilot needs at least 2 seeds")
-    if not isinstance(max_seeds, int) or max_seeds < pilot_seeds:
-        raise ValueError(f"max_seeds {max_seeds!r}: expected a whole number ≥ pilot_seeds")
+    check_sizing(min_effect, pilot_seeds, max_seeds)
     folder = Path(out_dir or default_folder(task))
     pilot = arena(task, algos, pilot_seeds, out_dir=folder, **kwargs)
-    values = scores_by_algo(pilot.records, "final", pilot.spec.budget)
-    diffs = paired_differences(values, pilot.spec.baseline)
-    plan = planning_sd(diffs)
-    if plan is None:
-        raise ValueError("the pilot has no comparison with 2 paired seeds: nothing to size from")
-    sd, have = plan
-    m = max(1, sum(len(d) >= 2 for d in diffs.values()))
-    alpha = (1 - pilot.spec.confidence) / m  # Bonferroni: the strictest step of Holm's
-    try:
-        needed = seeds_for_power(min_effect, sd, alpha=alpha, max_seeds=max_seeds)
-        n, need_text = max(needed, pilot_seeds), str(needed)
-    except ValueError:  # more than max_seeds: run max_seeds and say so
-        n, need_text = max_seeds, f"more than {max_seeds}"
-    text = (
-        f"chosen by power: over the {have} seeds finished when sizing (a {pilot_seeds}-seed "
-        f"pilot at first), the SD of paired final-score differences was {sd:.3g} (noisiest "
-        f"comparison); detecting {min_effect:g} at 80 % power with α = "
-        f"{1 - pilot.spec.confidence:g}/{m} (Bonferroni over {m} comparisons) needs "
-        f"{need_text} seeds"
+    n, text = seeds_plan(
+        pilot.records,
+        pilot.spec.baseline,
+        pilot.spec.budget,
+        pilot.spec.confidence,
+        min_effect=min_effect,
+        pilot_seeds=pilot_seeds,
+        max_seeds=max_seeds,
     )
-    if need_text.startswith("more than"):
-        text += f", capped at max_seeds={max_seeds}"
     logger.info("arena seeds %s", text)
     spec = load_spec(folder)
     spec.plan = text
