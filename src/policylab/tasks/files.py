@@ -329,10 +329,9 @@ def _validate(path: Path, rows: list[Located], prompt_column: str, answer: str, 
     if prompt_column not in first:
         guess = next((c for c in PROMPT_GUESSES if c in first), next(iter(first), "..."))
         raise ValueError(
-            f"{path}: no prompt column {prompt_column!r}; the data's columns: "
-            f"{', '.join(first)}; name the prompt column with the task knob prompt_column, "
-            f"e.g. task_knobs={{prompt_column: {guess}}} (tasks.get(path, "
-            f"prompt_column={guess!r}))"
+            f"{path}: no column {prompt_column!r}; columns: {', '.join(first)}; name the "
+            f"prompt column with the task knob prompt_column, e.g. task_knobs={{prompt_column: "
+            f"{guess}}} (Python: tasks.get(path, prompt_column={guess!r}))"
         )
     has_answer = any(answer in row for _, row in rows)
     for place, row in rows:
