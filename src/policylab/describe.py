@@ -32,7 +32,7 @@ from policylab.stages.rollouts import RULE_STAGES
 from policylab.tabular.catalogue import tabular_methods, tabular_tasks
 from policylab.tabular.methods import TabularMethod
 from policylab.tasks import presets as task_presets
-from policylab.tasks import task_classes
+from policylab.tasks import reasoning_gym, task_classes
 from policylab.workflows.agents import AGENT_COLUMNS, AgentOptions, MultiTurn
 from policylab.workflows.rounds import collect_groups
 
@@ -92,6 +92,7 @@ def print_catalogue(console: Console) -> None:
     console.print(f"[bold]tabular tasks[/bold]: {tasks_line}")
     builtin = ", ".join(task_classes.names())
     console.print(f"[bold]language-model tasks[/bold]: {builtin}")
+    console.print(escape(reasoning_gym.catalogue_line()), highlight=False)
     presets = Table(title="Harder task presets (--task NAME; docs/tasks.md)", title_justify="left")
     presets.add_column("name")
     presets.add_column("base task, knobs: what it is")

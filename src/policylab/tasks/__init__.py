@@ -38,6 +38,10 @@ as countdown plus agents=1, max_turns=None (3; 4 with two agents); plan_path_fog
 wall_prob=0.25, hide_prob=0.5, attempts=3, max_turns=6, fog_on_path=True; each also
 demo_noise, the demonstrator's noise.
 
+reasoning-gym's ~100 procedural datasets are tasks by name, `rg:<name>` (the `tasks` extra;
+reasoning_gym.py): `tasks.get("rg:countdown", min_numbers=3)`, knobs the dataset's config
+fields, the verifier reasoning-gym's own `score_answer`.
+
 The model answers inside `<answer>…</answer>`; each example's `completion` is exactly
 `<answer>{answer}</answer>`. The test split is a fixed ~10 % of each task's prompts,
 chosen by a stable hash of the prompt (see `base.py`), disjoint from train.
@@ -45,6 +49,7 @@ chosen by a stable hash of the prompt (see `base.py`), disjoint from train.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from policylab.registry import Registry, UnknownNameError
@@ -58,7 +63,11 @@ from policylab.tasks.plan_path import PlanPath
 from policylab.tasks.plan_path_fog import PlanPathFog
 from policylab.tasks.plan_path_moves import PlanPathMoves
 from policylab.tasks.presets import PRESETS, presets, resolve
+from policylab.tasks.reasoning_gym import PREFIX as RG_PREFIX
+from policylab.tasks.reasoning_gym import ReasoningGymTask, dataset_names, is_rg_name
 from policylab.tasks.sudoku4 import Sudoku4
+
+log = logging.getLogger(__name__)
 
 task_classes: Registry[type[Task]] = Registry("task")
 for _cls in (
@@ -74,35 +83,64 @@ for _cls in (
     task_classes.add(_cls.name, _cls)
 
 
-def names() -> list[str]:
-    """The embedded tasks' and the presets' names, sorted."""
-    return sorted([*task_classes.names(), *PRESETS])
+def names(reasoning_gym: bool = False) -> list[str]:
+    """The embedded tasks' and the presets' names, sorted; with `reasoning_gym`, followed
+    by every `rg:<name>` (needs the `tasks` extra)."""
+    rg = [RG_PREFIX + n for n in dataset_names()] if reasoning_gym else []
+    return [*sorted([*task_classes.names(), *PRESETS]), *rg]
 
 
-def get(name: str, **knobs: Any) -> Task | FileTask:
+def get(name: str, **knobs: Any) -> Task | FileTask | ReasoningGymTask:
     """The task `name` with its difficulty knobs set (unset knobs keep their defaults), a
-    preset (presets.py: its base task with the preset's knobs, `knobs` overriding them), or
-    a user task read from a data file or folder (`FileTask`; knobs prompt_column,
+    preset (presets.py: its base task with the preset's knobs, `knobs` overriding them), a
+    reasoning-gym dataset `rg:<name>` (knobs: its config fields; reasoning_gym.py), or a
+    user task read from a data file or folder (`FileTask`; knobs prompt_column,
     answer_column, reward). An unknown name lists the tasks and presets; an unknown knob or
     a bad value raises ValueError naming the knob, the value and what is accepted."""
     if name in PRESETS:
         name, knobs = resolve(name, knobs)
+    elif is_rg_name(name):
+        return ReasoningGymTask(name, **knobs)
     elif name not in task_classes:
         if looks_like_data(name):
             return FileTask(name, **knobs)
         raise UnknownNameError(
             f"unknown task {name!r}; choices: {', '.join(task_classes.names())}; presets: "
-            f"{', '.join(sorted(PRESETS))}"
+            f"{', '.join(sorted(PRESETS))}; reasoning-gym: rg:<name>"
         )
     return task_classes.get(name)(**knobs)
+
+
+def eval_size(task: Any, n: int) -> int:
+    """How many held-out examples an evaluation of `n` can score: `n`, or the size of the
+    task's test split when that is smaller (a warning names both sizes). A task whose
+    test split is empty raises ValueError. Checked before any model loads."""
+    test = getattr(task, "rows", {}).get("test")
+    if test is None or n <= test:
+        return n
+    if test == 0:
+        raise ValueError(
+            f"{task!r} has no test rows, so nothing to evaluate; give the data a 'test' "
+            "split (a split column, or a datasets folder with a test split)"
+        )
+    log.warning(
+        "eval_n = %d exceeds the %d test examples of %s: evaluating on all %d",
+        n,
+        test,
+        getattr(task, "name", task),
+        test,
+    )
+    return test
 
 
 __all__ = [
     "ANSWER_CLOSE",
     "ANSWER_OPEN",
     "FileTask",
+    "ReasoningGymTask",
     "SPLITS",
     "Task",
+    "eval_size",
     "extract_answer",
     "get",
     "names",

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 SUFFIXES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 SHOWN = 5  # rows named in a message about several rows
+# columns that often hold the prompt, suggested when the data has no prompt column
+PROMPT_GUESSES = ("question", "problem", "query", "input", "instruction", "text", "messages")
+KNOBS = ("prompt_column", "answer_column", "reward")
 
 Located = tuple[str, dict]  # ("line 3", row): where a row is in its file, and the row
 
@@ -54,7 +57,14 @@ class FileTask:
         prompt_column: str = "prompt",
         answer_column: str = "answer",
         reward: str = "exact_answer",
+        **unknown: Any,
     ) -> None:
+        if unknown:
+            knob, value = next(iter(unknown.items()))
+            raise ValueError(
+                f"a data-file task has no knob {knob!r} (got {knob}={value!r}); knobs: "
+                f"{', '.join(KNOBS)}"
+            )
         self.path = Path(path)
         self.name = self.path.stem if self.path.suffix else self.path.name
         self.prompt_column, self.answer_column, self.reward_name = (
@@ -78,7 +88,7 @@ class FileTask:
     @property
     def rows(self) -> dict[str, int]:
         """Rows per split."""
-        return {split: len(rows) for split, rows in self._splits.items()}
+        return {split: len(self._splits.get(split, [])) for split in SPLITS}
 
     def __repr__(self) -> str:
         return f"FileTask({str(self.path)!r}, prompt_column={self.prompt_column!r})"
@@ -317,9 +327,11 @@ def _validate(path: Path, rows: list[Located], prompt_column: str, answer: str, 
         raise ValueError(f"{path}: no rows ({where})")
     first = rows[0][1]
     if prompt_column not in first:
+        guess = next((c for c in PROMPT_GUESSES if c in first), next(iter(first), "..."))
         raise ValueError(
-            f"{path}: no column {prompt_column!r}; columns: {', '.join(first)} "
-            "(set prompt_column=...)"
+            f"{path}: no column {prompt_column!r}; columns: {', '.join(first)}; name the "
+            f"prompt column with the task knob prompt_column, e.g. task_knobs={{prompt_column: "
+            f"{guess}}} (Python: tasks.get(path, prompt_column={guess!r}))"
         )
     has_answer = any(answer in row for _, row in rows)
     for place, row in rows:
@@ -340,7 +352,10 @@ def _validate(path: Path, rows: list[Located], prompt_column: str, answer: str, 
 
 def _check_answer(path: Path, place: str, row: dict, column: str) -> None:
     if column not in row:
-        raise ValueError(f"{path}: {place}: no {column!r}, which other rows have")
+        raise ValueError(
+            f"{path}: {place}: no {column!r} (the answer column, task knob answer_column), "
+            "which other rows have"
+        )
     value = row[column]
     problem = None
     if value is None:
@@ -402,14 +417,11 @@ def _check_duplicates(path: Path, rows: list[Located], prompt_column: str, answe
         )
     if repeats:
         verb = "repeats an earlier row" if len(repeats) == 1 else "repeat earlier rows"
-        more = ", ..." if len(repeats) > SHOWN else ""
-        log.warning(
-            "%s: %s %s exactly: %s%s (kept; they weigh those prompts more)",
+        counted = _count(len(repeats), "row")
+        _warn_rows(
             path,
-            _count(len(repeats), "row"),
-            verb,
-            ", ".join(repeats[:SHOWN]),
-            more,
+            f"{counted} {verb} exactly: {{rows}} (kept; they weigh those prompts more)",
+            repeats,
         )
 
 
@@ -451,14 +463,19 @@ def _report(path: Path, splits: dict[str, list[Located]], rows: list[Located], p
     leaked = [w for w, r in splits.get("test", []) if _key(r[prompt_column]) in train]
     if leaked:
         verb = "is also a train prompt" if len(leaked) == 1 else "are also train prompts"
-        log.warning(
-            "%s: %s %s (%s%s): the held-out score overstates generalisation",
+        counted = _count(len(leaked), "test prompt")
+        _warn_rows(
             path,
-            _count(len(leaked), "test prompt"),
-            verb,
-            ", ".join(leaked[:SHOWN]),
-            ", ..." if len(leaked) > SHOWN else "",
+            f"{counted} {verb} ({{rows}}): the held-out score overstates generalisation",
+            leaked,
         )
+
+
+def _warn_rows(path: Path, message: str, places: list[str]) -> None:
+    """Log "<path>: <message>" about some rows, its `{rows}` the first SHOWN of `places`
+    (then ", ..." when there are more)."""
+    listed = ", ".join(places[:SHOWN]) + (", ..." if len(places) > SHOWN else "")
+    log.warning("%s: %s", path, message.format(rows=listed))
 
 
 def _count(n: int, noun: str) -> str:

@@ -80,6 +80,7 @@ class Plan:
     agent: AgentOptions | None = None  # multi-turn tasks: the agent workflow's options
     roles: tuple[str, ...] = ("policy",)
     grouping: str | None = None  # keys that regroup the collected rows (None: as collected)
+    eval_n: int = 0  # held-out examples per evaluation: cfg.eval_n, at most the test split
 
 
 @dataclass
@@ -319,7 +320,8 @@ def compose(cfg: TrainConfig) -> Plan:
     }
     if agent is not None:
         resolved["agent"] = asdict(agent)
-    return Plan(parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping)
+    eval_n = tasks.eval_size(task, cfg.eval_n)  # a small test split clamps it (a warning)
+    return Plan(parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping, eval_n)
 
 
 def agent_plan(cfg: TrainConfig, parts: Components, task, example: dict):
@@ -347,14 +349,14 @@ def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: 
     greedy and sampled answers, or episodes of an interactive task."""
     if plan.agent is not None:
         scores = evaluate_episodes(
-            policies, plan.task, plan.agent, n=cfg.eval_n, seed=cfg.eval_seed
+            policies, plan.task, plan.agent, n=plan.eval_n, seed=cfg.eval_seed
         )
     else:
         scores = evaluate(
             policies(0).model,
             policies(0).tokenizer,
             plan.task,
-            n=cfg.eval_n,
+            n=plan.eval_n,
             seed=cfg.eval_seed,
             max_new_tokens=cfg.max_new_tokens,
         ).as_dict()
