@@ -131,7 +131,7 @@ def sft(cfg: SFTConfig, *, progress: bool = True) -> dict:
         model = build_model(tokenizer, arch, seed=cfg.seed)
     model.to(_device(cfg.device))
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        _checkpointing(model, "enable")
     pad = _pad_id(tokenizer)
     total = math.ceil(cfg.epochs * len(pool) / cfg.batch_size) if cfg.epochs else cfg.steps
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -166,7 +166,7 @@ def sft(cfg: SFTConfig, *, progress: bool = True) -> dict:
         "parameters": sum(p.numel() for p in model.parameters()),
     }
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_disable()
+        _checkpointing(model, "disable")
     save(model, tokenizer, Path(cfg.out), meta)
     return meta
 
@@ -209,11 +209,18 @@ def _tokenizer(cfg: SFTConfig):
     from policylab.models import resolve_model_path
 
     path = resolve_model_path(cfg.init)
-    context = context_length(AutoConfig.from_pretrained(path))
+    try:
+        context = context_length(AutoConfig.from_pretrained(path))
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise FileNotFoundError(
+            f"model {cfg.init!r}: cannot read its config or tokenizer: {reason}"
+        ) from None
     limits = [n for n in (cfg.max_length, context) if n]
     if not limits:
         raise ValueError(f"model {cfg.init!r} states no context length; set max_length=...")
-    return AutoTokenizer.from_pretrained(path), min(limits)
+    return tokenizer, min(limits)
 
 
 def demonstrations(task, cfg: SFTConfig) -> list[dict]:
@@ -304,6 +311,12 @@ def _score(model, tokenizer, task, heldout: list[tuple], cfg: SFTConfig) -> dict
         )
         scores.update(result.as_dict())
     return scores
+
+
+def _checkpointing(model, switch: str) -> None:
+    """Activation (gradient) checkpointing on or off, under either transformers name."""
+    new = hasattr(model, "activation_checkpointing_enable")
+    getattr(model, f"{'activation' if new else 'gradient'}_checkpointing_{switch}")()
 
 
 def _pad_id(tokenizer) -> int:
