@@ -36,7 +36,7 @@ test: $(VENV)/.installed-test
 
 # Rebuilds the shipped tiny model from scratch (fixed seeds, SFTConfig defaults).
 assets: $(VENV)/.installed
-	$(BIN)/policylab sft out=src/policylab/assets/tiny
+	$(BIN)/policylab sft out=src/policylab/assets/tiny overwrite=true device=cpu
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests

@@ -253,14 +253,24 @@ def _sft(console: Console, args: argparse.Namespace) -> int:
     from policylab.config import load, parse_overrides
     from policylab.trainers.sft import SFTConfig, sft
 
-    cfg = load(SFTConfig, args.config, parse_overrides(args.overrides))
+    overrides = parse_overrides(args.overrides)
+    flags = {"init": args.model, "out": args.out, "tasks": args.task and {args.task: {}}}
+    overrides.update({k: v for k, v in flags.items() if v is not None})
+    if args.overwrite:
+        overrides["overwrite"] = True
+    cfg = load(SFTConfig, args.config, overrides)
     start = f"the model {cfg.init}" if cfg.init else "a fresh tiny model"
     console.print(f"SFT of {start} on {', '.join(cfg.tasks)} → {cfg.out}")
     meta = sft(cfg, progress=True)
-    _print_scores(console, meta["heldout"], f"held-out after {cfg.steps} steps")
+    scored = {k: s for k, s in meta["heldout"].items() if "eval/greedy_accuracy" in s}
+    if scored:
+        _print_scores(console, scored, f"held-out after {meta['curve'][-1]['step']} steps")
+    for name, s in meta["heldout"].items():
+        if "eval/completion_loss" in s:
+            console.print(f"{name}: held-out completion loss {s['eval/completion_loss']:.4f}")
     console.print(
         f"saved to {cfg.out} ({meta['parameters']:,} parameters, "
-        f"{meta['train_seconds']} s of training)"
+        f"{meta['train_seconds']} s of training); RL from it: policylab train --model {cfg.out}"
     )
     return 0
 
@@ -351,10 +361,22 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("overrides", nargs="*", help="key=value field overrides")
     sft = sub.add_parser(
         "sft",
-        help="train the tiny model on task demonstrations",
+        help="supervised fine-tuning on demonstrations: the tiny model, or yours (--model) "
+        "on your data (--task)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="fields (key=value):\n" + _fields("sft"),
     )
+    sft.add_argument(
+        "--model", default=None, help='start from "tiny", a folder or a hub id (field init)'
+    )
+    sft.add_argument(
+        "--task",
+        default=None,
+        help="a data file/folder (prompt + completion or answer columns, or messages) or an "
+        "embedded task (field tasks={NAME: {}})",
+    )
+    sft.add_argument("--out", default=None, help="folder to save the model in (field out)")
+    sft.add_argument("--overwrite", action="store_true", help="write into a non-empty out folder")
     sft.add_argument("--config", default=None, help="YAML file of fields")
     sft.add_argument("overrides", nargs="*", help="key=value field overrides")
     ev = sub.add_parser("eval", help="held-out accuracy and mean reward of a model on tasks")

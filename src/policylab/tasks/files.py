@@ -109,7 +109,8 @@ class FileTask:
         example = {"prompt": row.pop(self.prompt_column), **row}
         if self.answer_column in row:
             example["answer"] = str(row[self.answer_column])
-            example["completion"] = demonstration(example["answer"])
+            if example.get("completion") is None:  # a completion column is the demonstration
+                example["completion"] = demonstration(example["answer"])
         return example
 
     def reward(self, prompts, completions, **columns: Any) -> list[float]:
