@@ -10,7 +10,7 @@ import torch
 
 import policylab
 from policylab import lora
-from policylab.config import ConfigError, TrainConfig, load
+from policylab.config import ConfigError, TrainConfig, load, parse_overrides
 from policylab.models import load_model, sequence_logprobs
 from policylab.trainers import llm
 from run_testing import FAST_LLM, assert_same_metrics
@@ -133,6 +133,9 @@ def test_off_and_defaults():
     full = {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "bias": "none"}
     assert TrainConfig(lora=True).lora == full
     assert TrainConfig(lora={"r": 8}).lora == {**full, "r": 8}  # written out in full
+    # the command line: policylab train lora=true / lora='{r: 8}'
+    assert load(TrainConfig, None, parse_overrides(["lora=true"])).lora == full
+    assert load(TrainConfig, None, parse_overrides(["lora={r: 8}"])).lora["r"] == 8
 
 
 @pytest.mark.parametrize(
@@ -231,6 +234,10 @@ def test_train_with_lora_end_to_end(small_model_dir, tmp_path, monkeypatch):
     assert torch.allclose(score(adapter, tokenizer), score(merged, tokenizer), atol=1e-5)
     checkpoint = tmp_path / "run" / "checkpoints" / f"step_{result.steps}" / "model"
     assert torch.equal(score(load_model(checkpoint)[0], tokenizer), score(merged, tokenizer))
+    # a resumed run keeps its adapters' shape: other options would not fit the checkpoint
+    other = lora_run(small_model_dir, tmp_path / "run", steps=3, lora={"r": 8})
+    with pytest.raises(ValueError, match="cannot resume .* with lora="):
+        policylab.train(**other, resume=True)
 
 
 @pytest.mark.slow
