@@ -161,7 +161,9 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
         if isinstance(module, LoraLayer):
             weight = module.get_base_layer().weight
             deltas = [module.get_delta_weight(a) for a in module.active_adapters]
-            merged[f"{name}.weight"] = weight + sum(deltas)
+            # one layer at a time on the model's device, kept on the CPU: a GPU holds at
+            # most one extra layer while a checkpoint or the final model is written [ours]
+            merged[f"{name}.weight"] = (weight + sum(deltas)).cpu()
     out = {}
     for key, value in base.state_dict().items():
         if ".lora_" in key:
