@@ -215,6 +215,12 @@ class TrainConfig(RunSchema):
     schedule: str = Field("constant", description="after warm-up: constant, linear or cosine")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
     grad_clip: float = Field(1.0, ge=0, description="max global grad norm (0 = off)")
+    lora: dict[str, Any] = Field(
+        default_factory=dict,
+        description="LoRA adapters (extra lora): {} or null = off, true = defaults, or "
+        "options r, alpha, dropout, target_modules, bias (docs/training.md); the reference "
+        "is the base with the adapters disabled",
+    )
     vf_coef: float = Field(
         0.1,
         ge=0,
@@ -333,6 +339,13 @@ class TrainConfig(RunSchema):
         if problem:
             raise ValueError(problem)
         return value
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _lora_options(cls, value: Any) -> dict[str, Any]:
+        from policylab.lora import as_config
+
+        return as_config(value)
 
     @field_validator("selection")
     @classmethod

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from policylab import rewards, tasks
+from policylab import lora, rewards, tasks
 from policylab.algebra.advantages import Estimate, group_stats, value_targets
 from policylab.algebra.options import build_options
 from policylab.algebra.shaping import shape_rewards
@@ -81,6 +81,7 @@ class Plan:
     roles: tuple[str, ...] = ("policy",)
     grouping: str | None = None  # keys that regroup the collected rows (None: as collected)
     eval_n: int = 0  # held-out examples per evaluation: cfg.eval_n, at most the test split
+    lora: lora.LoraOptions | None = None  # adapters on a frozen base (None: full fine-tuning)
 
 
 @dataclass
@@ -171,10 +172,12 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
                 held_out(policies, plan, cfg, run, done)
             if last or (cfg.save_every and done.step % cfg.save_every == 0):
                 state = checkpoint_state(done, policies, pipeline, generator)
-                model, tokenizer = policies(0).model, policies(0).tokenizer
+                model, tokenizer = lora.for_saving(policies(0).model), policies(0).tokenizer
                 run.save_checkpoint(done.step, state, model=model, tokenizer=tokenizer)
             bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
 
+    if plan.lora is not None:  # the merged model at the run's root, its adapters in model/adapter
+        lora.export(policies(0).model, policies(0).tokenizer, run.dir / "model")
     before, after = done.evals[0], done.evals[-1]
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
     rows = run.metrics("train")
@@ -186,12 +189,15 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
 
 def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module | None]:
     """The policies (one per role under the per_role regime, else one) with their
-    optimisers and lr schedules, and the frozen reference model when a KL needs one."""
+    optimisers and lr schedules, and the frozen reference model when a KL needs one (with
+    LoRA, the policy's own model, scored with its adapters off: no second copy)."""
     parts = plan.parts
     model, tokenizer = load_model(cfg.model)
-    kl_in_reward = getattr(parts.advantage.options, "kl_coef", 0.0) > 0
-    needs_ref = parts.loss.options.needs_reference or kl_in_reward
-    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
+    if plan.lora is not None:
+        model = lora.apply_lora(model, plan.lora)
+    reference = None
+    if needs_reference(parts):  # with LoRA: the policy's own model, its adapters off
+        reference = model if plan.lora else load_model(cfg.model)[0].eval().requires_grad_(False)
     sampling = Sampling(
         temperature=cfg.temperature,
         top_p=cfg.top_p,
@@ -205,11 +211,18 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     updates = cfg.steps * cfg.epochs * cfg.minibatches
 
     def optimiser_of(member: LanguageModelPolicy):
-        opt = torch.optim.AdamW(member.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        trained = [p for p in member.parameters() if p.requires_grad]  # LoRA: the adapters
+        opt = torch.optim.AdamW(trained, lr=cfg.lr, weight_decay=cfg.weight_decay)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, updates))
 
     regime = plan.agent.regime if plan.agent is not None else "shared"
     return PolicySet.build(policy, len(plan.roles), regime, optimiser_of), reference
+
+
+def needs_reference(parts: Components) -> bool:
+    """Whether a KL term (in the loss or in the reward) reads a reference model."""
+    kl_in_reward = getattr(parts.advantage.options, "kl_coef", 0.0) > 0
+    return parts.loss.options.needs_reference or kl_in_reward
 
 
 def make_workflow(cfg: TrainConfig, plan: Plan, policies: PolicySet, generator):
@@ -321,7 +334,16 @@ def compose(cfg: TrainConfig) -> Plan:
     if agent is not None:
         resolved["agent"] = asdict(agent)
     eval_n = tasks.eval_size(task, cfg.eval_n)  # a small test split clamps it (a warning)
-    return Plan(parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping, eval_n)
+    adapters = lora.options(cfg.lora)
+    if adapters is not None and adapters.bias != "none" and needs_reference(parts):
+        raise ConfigError(
+            f"lora.bias = {adapters.bias!r} trains the base model's biases, which disabling the "
+            f"adapters does not undo, so {cfg.algo}'s KL reference would drift from the initial "
+            "model; accepted with a KL: bias none (or switch the KL off)"
+        )
+    return Plan(
+        parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping, eval_n, adapters
+    )
 
 
 def agent_plan(cfg: TrainConfig, parts: Components, task, example: dict):
@@ -405,7 +427,7 @@ def score_old(batch, reference, policies: PolicySet, cfg: TrainConfig):
 
 
 def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.Tensor:
-    with torch.no_grad():
+    with torch.no_grad(), lora.adapters_off(reference):  # LoRA: the base is the reference
         ref, _ = sequence_logprobs(
             reference,
             batch.extras["prompt_ids"],
@@ -448,7 +470,10 @@ def restore(restored, policies: PolicySet, pipeline, generator, done: Progress) 
     share)."""
     path, state = restored
     first = policies.members[0]
-    first.policy.model.load_state_dict(load_model(str(path / "model"))[0].state_dict())
+    if lora.is_lora(first.policy.model):  # the adapters: the base is the loaded model
+        lora.load_adapter(first.policy.model, path / "model")
+    else:
+        first.policy.model.load_state_dict(load_model(str(path / "model"))[0].state_dict())
     others = state.get("others", [])
     for member, saved in zip(policies.members[1:], others, strict=True):
         member.policy.model.load_state_dict(saved["model"])

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 LOCK = ".lock"
 # a resumed run keeps these: another value would mix two runs in one folder
-KEPT_ON_RESUME = ("task", "algo", "seed", "model")
+KEPT_ON_RESUME = ("task", "algo", "seed", "model", "lora")
 
 
 class RunFolderInUse(FileExistsError):
