@@ -231,6 +231,20 @@ class TrainConfig(RunSchema):
     top_k: int = Field(0, ge=0, description="top-k sampling (0 = off)")
     max_new_tokens: int = Field(24, ge=1, description="generation budget (also Dr. GRPO's L_max)")
     stop_strings: list[str] = Field(default_factory=list, description="extra stop strings")
+    chat: bool = Field(
+        False,
+        description="instruct models: render each prompt as [system?, user] messages with the "
+        "tokenizer's chat template and its generation prompt (False: plain text as is; "
+        "message-list prompts always use the template)",
+    )
+    system_prompt: str = Field(
+        "", description="chat=True: a system message before each prompt (empty = none)"
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="chat=True: extra arguments of apply_chat_template, e.g. "
+        "{enable_thinking: false}",
+    )
     mask_truncated: bool = Field(
         False, description="drop completions cut by max_new_tokens from the loss"
     )
@@ -367,6 +381,21 @@ class TrainConfig(RunSchema):
     @classmethod
     def _known_augment(cls, value: str) -> str:
         return value if value == "none" else _stage_of_kind(value, "augment")
+
+    @model_validator(mode="after")
+    def _chat_fields_need_chat(self) -> TrainConfig:
+        given = [
+            f"{name}={getattr(self, name)!r}"
+            for name in ("system_prompt", "chat_template_kwargs")
+            if getattr(self, name)
+        ]
+        if given and not self.chat:
+            raise ValueError(
+                f"{' and '.join(given)} with chat=False: they reach the model through the "
+                "chat template, which plain-text prompts do not use; set chat=True (message-"
+                "list prompts render the same either way)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _sizes(self) -> TrainConfig:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from policylab.engines import HFEngine, Sampling
+from policylab.prompting import PLAIN, PromptFormat, check_room, context_length
 
 
 @dataclass(frozen=True)
@@ -26,21 +27,9 @@ class EvalResult:
 
 
 def prompt_ids(tokenizer, prompts: list) -> list[list[int]]:
-    """Token ids of plain-text prompts, or of chat messages via the chat template."""
-    out = []
-    for p in prompts:
-        if isinstance(p, str):
-            out.append(tokenizer(p, add_special_tokens=False)["input_ids"])
-        else:
-            if getattr(tokenizer, "chat_template", None) is None:
-                raise ValueError(
-                    "the prompts are chat messages but the tokenizer has no chat template; "
-                    "give the tokenizer a chat_template or use plain-text prompts"
-                )
-            ids = tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True)
-            # transformers 5 returns an encoding (a mapping); older versions a list of ids
-            out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
-    return out
+    """Token ids of plain-text prompts, or of chat messages via the chat template
+    (`PromptFormat.encode` with the default format)."""
+    return PLAIN.encode(tokenizer, prompts)
 
 
 def evaluate(
@@ -52,10 +41,13 @@ def evaluate(
     seed: int = 0,
     max_new_tokens: int = 24,
     batch_size: int = 256,
+    prompt_format: PromptFormat = PLAIN,
 ) -> EvalResult:
-    """Score `n` held-out examples of `task` (a `policylab.tasks.Task`)."""
+    """Score `n` held-out examples of `task` (a `policylab.tasks.Task`), its prompts
+    rendered by `prompt_format` (plain text by default; chat=True for instruct models)."""
     examples = task.examples("test", n, seed=seed)
     engine = HFEngine(model, tokenizer)
+    context = context_length(model.config)
     columns = {
         k: [e[k] for e in examples] for k in examples[0] if k not in ("prompt", "completion")
     }
@@ -68,7 +60,11 @@ def evaluate(
     ):
         for start in range(0, len(prompts), batch_size):
             chunk = slice(start, start + batch_size)
-            out = engine.generate(prompt_ids(tokenizer, prompts[chunk]), 1, sampling, generator)
+            ids = prompt_format.encode(tokenizer, prompts[chunk])
+            check_room(
+                ids, prompts[chunk], context, max_new_tokens, first=start, what="held-out prompt"
+            )
+            out = engine.generate(ids, 1, sampling, generator)
             cols = {k: v[chunk] for k, v in columns.items()}
             scores[mode] += task.reward(prompts[chunk], out.texts, **cols)
     greedy = scores["greedy"]

@@ -144,8 +144,11 @@ def resolve_model_path(name_or_path: str | Path) -> str:
 def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = torch.float32):
     """(model, tokenizer) from "tiny", a local folder or a hub id, via `from_pretrained`.
 
-    A tokenizer without a pad token gets its eos token as pad (common for hub models)."""
+    A tokenizer without a pad token pads with its eos (else bos, else unk) token:
+    `policylab.prompting.ensure_pad_token`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from policylab.prompting import ensure_pad_token
 
     path = resolve_model_path(name_or_path)
     try:
@@ -158,8 +161,7 @@ def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = tor
             f"no such model folder {str(name_or_path)!r}, and the hub could not provide it as a "
             f"hub id ({reason}); --model takes {MODEL_CHOICES}"
         ) from None
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    ensure_pad_token(tokenizer, str(name_or_path))
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     return model, tokenizer

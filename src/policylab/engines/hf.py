@@ -5,7 +5,8 @@ n samples of one prompt share its prefill. Each step feeds the last token of eve
 row, samples with temperature / top-k / top-p from a seeded generator, and records the
 log-prob of the sampled token under the temperature-scaled distribution (the quantity the
 trainer recomputes, so the first update needs no extra forward pass while the policy is
-unchanged). Rows stop at the end token or a stop string; the loop stops when all have.
+unchanged). Rows stop at an end token (`end_token_ids`: the tokenizer's eos and every eos
+of the model's generation config) or a stop string; the loop stops when all have.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class HFEngine:
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token first")
         self.pad_id = tokenizer.pad_token_id
-        self.eos_id = tokenizer.eos_token_id
+        self.end_ids = end_token_ids(model, tokenizer)
         # transformers 5 renamed the cache argument of forward() to `cache`.
         params = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
@@ -80,6 +81,7 @@ class HFEngine:
         done = torch.zeros(rows, dtype=torch.bool, device=device)
         stopped = torch.zeros(rows, dtype=torch.bool)
         texts = [""] * rows
+        ends = torch.tensor(self.end_ids, dtype=torch.long, device=device)
         for step in range(sampling.max_new_tokens):
             token, logp, entropy = _sample(logits.float(), sampling, generator)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
@@ -87,7 +89,7 @@ class HFEngine:
             tokens.append(token)
             logps.append(torch.where(done, torch.zeros_like(logp), logp))
             entropies.append(torch.where(done, torch.zeros_like(entropy), entropy))
-            ended = ~done & (token == self.eos_id) if self.eos_id is not None else done & False
+            ended = ~done & torch.isin(token, ends)
             if sampling.stop_strings:  # decode only when stop strings are asked for
                 for r in (~done & ~ended).nonzero(as_tuple=True)[0].tolist():
                     texts[r] += self.tokenizer.decode([int(token[r])])
@@ -126,6 +128,17 @@ class HFEngine:
             torch.arange(len(prompt_ids)).repeat_interleave(n),
             entropy * mask,
         )
+
+
+def end_token_ids(model, tokenizer) -> list[int]:
+    """The ids that end a response: the tokenizer's eos and every id of the model's
+    `generation_config.eos_token_id` (an int or a list; instruct checkpoints list their
+    end of turn there, e.g. Qwen's <|im_end|> beside <|endoftext|>), sorted."""
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    listed = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if listed is not None:
+        ids.update([listed] if isinstance(listed, int) else listed)
+    return sorted(ids)
 
 
 def _cache_of(output):

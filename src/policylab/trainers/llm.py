@@ -31,6 +31,7 @@ from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
+from policylab.prompting import PromptFormat, check_chat_template
 from policylab.recipes.base import GENERIC_POLICY
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
@@ -246,6 +247,7 @@ def make_workflow(cfg: TrainConfig, plan: Plan, policies: PolicySet, generator):
         generator,
         mask_truncated=cfg.mask_truncated,
         annotators=plan.pipeline.annotators,
+        prompt_format=PromptFormat.of(cfg),
     )
 
 
@@ -322,6 +324,16 @@ def compose(cfg: TrainConfig) -> Plan:
             f"of {task.name} (train_pool = {cfg.train_pool})"
         )
     agent, roles, grouping = agent_plan(cfg, parts, task, pool[0])
+    if cfg.chat and agent is not None:
+        raise ConfigError(
+            f"chat=True renders single-turn prompts; {task.name} is multi-turn, its "
+            "observations are plain text in one transcript (set chat=False)"
+        )
+    if cfg.chat:  # the tokenizer has a template, before any weights load
+        try:
+            check_chat_template(cfg.model)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     provided = WORKFLOW_COLUMNS | (AGENT_COLUMNS if agent is not None else frozenset())
     pipeline = build_pipeline(cfg, parts, len(pool), provided=provided)
     resolved = {
@@ -381,6 +393,7 @@ def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: 
             n=plan.eval_n,
             seed=cfg.eval_seed,
             max_new_tokens=cfg.max_new_tokens,
+            prompt_format=PromptFormat.of(cfg),
         ).as_dict()
     scores.update(done.budget.as_metrics())
     scores["time/elapsed_s"] = done.elapsed

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from policylab.engines.base import Sampling
+from policylab.engines.hf import end_token_ids
 
 BRANCHING = ("independent", "tree")
 
@@ -167,9 +168,10 @@ def rollout_episodes(
             )
             timing["generate_s"] += time.perf_counter() - start
             start = time.perf_counter()
+            ends = set(end_token_ids(getattr(policies(owner), "model", None), tokenizer))
             for j, e in enumerate(members):
                 rows = range(j * width, (j + 1) * width)
-                _advance(e, [_candidate(out, r, tokenizer) for r in rows], tokenizer, settings)
+                _advance(e, [_candidate(out, r, ends) for r in rows], tokenizer, settings)
             timing["env_s"] += time.perf_counter() - start
     return [e.traj for e in episodes], dict(timing)
 
@@ -183,7 +185,7 @@ def _sampling(settings: EpisodeSettings, env) -> Sampling:
     )
 
 
-def _candidate(out, row: int, tokenizer) -> dict:
+def _candidate(out, row: int, ends: set[int]) -> dict:
     valid = out.mask[row] > 0
     ids = out.actions[row][valid].tolist()
     return {
@@ -194,7 +196,7 @@ def _candidate(out, row: int, tokenizer) -> dict:
         else [0.0] * len(ids),
         "text": out.extras["texts"][row],
         "truncated": out.extras["finish_reason"][row] == "length",
-        "eos": bool(ids) and ids[-1] == tokenizer.eos_token_id,
+        "eos": bool(ids) and ids[-1] in ends,  # the model's end of turn: the episode ends
     }
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import torch
 
 from policylab.algebra.selection import accuracy
-from policylab.evaluate import prompt_ids as tokenize_prompts
 from policylab.policies.language_model import LanguageModelPolicy
+from policylab.prompting import PLAIN, PromptFormat, check_room, context_length
 from policylab.rewards import CombinedReward, RewardCounts
 from policylab.rollouts import Rollouts
 
@@ -76,10 +76,14 @@ def rollout(
     *,
     generator: torch.Generator | None = None,
     mask_truncated: bool = False,
+    prompt_format: PromptFormat = PLAIN,
 ) -> tuple[Rollouts, RolloutInfo]:
-    """Sample `n` completions per example from `policy`, score them, and pack the batch."""
+    """Sample `n` completions per example from `policy`, score them, and pack the batch.
+    Prompts are rendered by `prompt_format`; the reward functions see them as given."""
     prompts = [e["prompt"] for e in examples]
-    ids = tokenize_prompts(policy.tokenizer, prompts)
+    ids = prompt_format.encode(policy.tokenizer, prompts)
+    context = context_length(policy.model.config)
+    check_room(ids, prompts, context, policy.sampling.max_new_tokens, what="training prompt")
     start = time.perf_counter()
     gen = policy.sample(ids, generator=generator, n=n)
     texts = gen.extras["texts"]
@@ -132,6 +136,7 @@ def score_prompts(
     *,
     generator: torch.Generator | None = None,
     chunk: int = 16,
+    prompt_format: PromptFormat = PLAIN,
 ) -> tuple[torch.Tensor, list[list[list[int]]], RolloutInfo]:
     """A scoring pass (VAS, papers §7): n completions of each example, `chunk` examples
     per generation call. Returns the accuracy [P, n] (the reward part "acc" if present,
@@ -139,7 +144,12 @@ def score_prompts(
     correct, responses, infos = [], [], []
     for start in range(0, len(examples), chunk):
         batch, info = rollout(
-            examples[start : start + chunk], policy, n, reward_fn, generator=generator
+            examples[start : start + chunk],
+            policy,
+            n,
+            reward_fn,
+            generator=generator,
+            prompt_format=prompt_format,
         )
         correct.append(accuracy(batch).view(-1, n))
         masks = batch.response_mask > 0
@@ -164,8 +174,10 @@ class SingleTurn:
         *,
         mask_truncated: bool = False,
         annotators: list | None = None,
+        prompt_format: PromptFormat = PLAIN,
     ) -> None:
         self.policy, self.tokenizer, self.task = policy, policy.tokenizer, task
+        self.prompt_format = prompt_format
         self.n, self.reward_fn = n, reward_fn
         self.generator, self.mask_truncated = generator, mask_truncated
         self.annotators = annotators or []
@@ -178,6 +190,7 @@ class SingleTurn:
             self.reward_fn,
             generator=self.generator,
             mask_truncated=self.mask_truncated,
+            prompt_format=self.prompt_format,
         )
         for annotator in self.annotators:
             batch = annotator.annotate(batch, examples, info, self)
@@ -186,5 +199,11 @@ class SingleTurn:
     def score(self, examples: list[dict], n: int, *, chunk: int = 16):
         """`score_prompts` with this run's policy and rewards."""
         return score_prompts(
-            examples, self.policy, n, self.reward_fn, generator=self.generator, chunk=chunk
+            examples,
+            self.policy,
+            n,
+            self.reward_fn,
+            generator=self.generator,
+            chunk=chunk,
+            prompt_format=self.prompt_format,
         )
