@@ -30,7 +30,7 @@ from policylab.rewards.counts import RewardCounts, UnscoredRunError, UnscoredSte
 from policylab.rewards.lookup import get, names, verifies
 from policylab.rewards.registry import load_user_reward, register, reward_functions
 from policylab.rewards.reward_model import RewardModel, is_reward_model
-from policylab.rewards.trl import as_completions, is_conversational, trainer_state
+from policylab.rewards.trl import TrainerState, as_completions, is_conversational
 
 __all__ = [
     "CombinedReward",
@@ -38,6 +38,7 @@ __all__ = [
     "RewardFailureError",
     "RewardModel",
     "RewardResult",
+    "TrainerState",
     "UnscoredRunError",
     "UnscoredSteps",
     "as_completions",
@@ -52,6 +53,5 @@ __all__ = [
     "names",
     "register",
     "reward_functions",
-    "trainer_state",
     "verifies",
 ]

@@ -33,7 +33,7 @@ from policylab.rewards.calls import Call, call
 from policylab.rewards.counts import RewardCounts
 from policylab.rewards.lookup import get
 from policylab.rewards.signature import columns_for, takes
-from policylab.rewards.trl import EXTRAS, as_completions, trainer_state
+from policylab.rewards.trl import EXTRAS, TrainerState, as_completions
 
 log = logging.getLogger(__name__)
 
@@ -82,28 +82,18 @@ class CombinedReward:
         self.failure_reward = float(failure_reward)
         self.timeout_s = float(timeout_s)
         self.failure_limit = float(failure_limit)
-        self.progress = {"global_step": 0, "max_steps": 0, "epoch": 0.0}
-        self._state = None  # a transformers.TrainerState, made when a function takes it
+        self.state = TrainerState()  # the trainer_state handed to functions taking it
         self._reported: set[tuple[str, str]] = set()  # (function, what) already logged
-
-    @property
-    def state(self):
-        """The `trainer_state` of the calls: a `transformers.TrainerState` holding
-        `progress` (made on first use: importing transformers is slow)."""
-        if self._state is None:
-            self._state = trainer_state(**self.progress)
-        return self._state
 
     def at_step(self, global_step: int, **progress: float) -> None:
         """The run's progress as the next calls' `trainer_state` reports it: global_step
         (optimiser steps done), and max_steps or epoch when given."""
-        unknown = set(progress) - set(self.progress)
+        unknown = set(progress) - {"max_steps", "epoch"}
         if unknown:
-            raise ValueError(f"at_step: unknown {sorted(unknown)}; known: {list(self.progress)}")
-        self.progress.update(global_step=global_step, **progress)
-        if self._state is not None:
-            for key, value in self.progress.items():
-                setattr(self._state, key, value)
+            raise ValueError(f"at_step: unknown {sorted(unknown)}; known: max_steps, epoch")
+        self.state.global_step = global_step
+        for key, value in progress.items():
+            setattr(self.state, key, value)
 
     def __call__(
         self,

@@ -3,9 +3,10 @@
 TRL calls `fn(prompts=..., completions=..., completion_ids=..., trainer_state=...,
 **columns)`: every argument by keyword, every dataset column but "prompt" and
 "completion" as a list (one value per completion), `completion_ids` the sampled token
-ids of each completion, `trainer_state` the `transformers.TrainerState` of the run. When
-the prompts are conversational (lists of {"role", "content"} messages), each completion
-is a conversation of one assistant message, `[{"role": "assistant", "content": text}]`,
+ids of each completion, `trainer_state` the run's progress (`global_step`, `max_steps`,
+`epoch`, as `transformers.TrainerState` names them). When the prompts are
+conversational (lists of {"role", "content"} messages), each completion is a
+conversation of one assistant message, `[{"role": "assistant", "content": text}]`,
 whose content starts with the prompt's final assistant message when the prompt ends
 with one (a prefilled reply); plain-text prompts keep plain-text completions.
 """
@@ -13,6 +14,7 @@ with one (a prefilled reply); plain-text prompts keep plain-text completions.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 EXTRAS = ("completion_ids", "trainer_state")  # what TRL passes besides prompts, completions
@@ -42,10 +44,17 @@ def as_completions(prompts: Sequence, completions: Sequence) -> list:
     return out
 
 
-def trainer_state(global_step: int = 0, max_steps: int = 0, epoch: float = 0.0):
-    """A `transformers.TrainerState` as TRL's reward functions read it: `global_step`
-    (optimiser steps done before these completions were sampled), `max_steps` (the run's
-    steps) and `epoch` (passes over the training prompts, fractional)."""
-    from transformers import TrainerState
+@dataclass
+class TrainerState:
+    """The run's progress as TRL's reward functions read `trainer_state`, under the names
+    of `transformers.TrainerState` (importing transformers for it would cost seconds):
+    `global_step` optimiser steps done before these completions were sampled,
+    `max_steps` the run's steps, `epoch` passes over the training prompts (fractional)."""
 
-    return TrainerState(global_step=global_step, max_steps=max_steps, epoch=epoch)
+    global_step: int = 0
+    max_steps: int = 0
+    epoch: float = 0.0
+    num_train_epochs: int = 1
+    log_history: list[dict[str, float]] = field(default_factory=list)
+    is_local_process_zero: bool = True
+    is_world_process_zero: bool = True
