@@ -106,7 +106,9 @@ class CombinedReward:
         n = len(completions)
         if len(prompts) != n:
             raise ValueError(f"{len(prompts)} prompts but {n} completions")
-        columns = {k: v for k, v in columns.items() if k not in EXTRAS}
+        # TRL's own arguments win over data columns of the same names
+        reserved = ("prompts", "completions", *EXTRAS)
+        columns = {k: v for k, v in columns.items() if k not in reserved}
         if completion_ids is not None:
             columns["completion_ids"] = [list(ids) for ids in completion_ids]
         for key, column in columns.items():
@@ -135,7 +137,7 @@ class CombinedReward:
         rows = columns_for(name, how, columns)
         if how.keywords:
             given = {"prompts": list(prompts), "completions": list(completions)}
-            rows = {**{k: v for k, v in given.items() if how.accepts(k)}, **rows}
+            rows = {**rows, **{k: v for k, v in given.items() if how.accepts(k)}}
             args = ()
         else:
             args = (list(prompts), list(completions))
