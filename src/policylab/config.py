@@ -197,6 +197,15 @@ class TrainConfig(RunSchema):
         description="stop after this many steps in a row in which no sample got a valid "
         "reward (0 = only warn)",
     )
+    reward_failure_limit: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="stop, with its traceback, when a reward function raises or times out "
+        "on more than this fraction of a batch's samples (1 = never stop: failed samples "
+        "get failure_reward)",
+    )
     steps: int = Field(200, ge=1, description="training steps (one batch of rollouts each)")
     prompts_per_step: int = Field(16, ge=1, description="prompts drawn per step")
     train_pool: int = Field(4000, ge=1, description="distinct training prompts drawn once per run")

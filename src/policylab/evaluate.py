@@ -42,9 +42,14 @@ def evaluate(
     max_new_tokens: int = 24,
     batch_size: int = 256,
     prompt_format: PromptFormat = PLAIN,
+    reward=None,
 ) -> EvalResult:
     """Score `n` held-out examples of `task` (a `policylab.tasks.Task`), its prompts
-    rendered by `prompt_format` (plain text by default; chat=True for instruct models)."""
+    rendered by `prompt_format` (plain text by default; chat=True for instruct models),
+    with its verifier, or with `reward` when given (a `rewards.CombinedReward`, e.g. the
+    training rewards of a task with no verifier of its own): its total per sample, called
+    as in training (conversational completions, completion_ids); samples it cannot score
+    (NaN) are left out of the mean rewards and count as not solved."""
     examples = task.examples("test", n, seed=seed)
     engine = HFEngine(model, tokenizer)
     context = context_length(model.config)
@@ -66,12 +71,24 @@ def evaluate(
             )
             out = engine.generate(ids, 1, sampling, generator)
             cols = {k: v[chunk] for k, v in columns.items()}
-            scores[mode] += task.reward(prompts[chunk], out.texts, **cols)
+            if reward is None:
+                scores[mode] += task.reward(prompts[chunk], out.texts, **cols)
+            else:
+                masks = zip(out.response_ids, out.response_mask, strict=True)
+                completion_ids = [row[m > 0].tolist() for row, m in masks]
+                scored = reward(prompts[chunk], out.texts, completion_ids=completion_ids, **cols)
+                scores[mode] += scored.total
     greedy = scores["greedy"]
     return EvalResult(
         task=task.name,
         n=len(examples),
         greedy_accuracy=sum(s >= 1.0 for s in greedy) / len(greedy),
-        greedy_reward=sum(greedy) / len(greedy),
-        sampled_reward=sum(scores["sampled"]) / len(scores["sampled"]),
+        greedy_reward=_mean(greedy),
+        sampled_reward=_mean(scores["sampled"]),
     )
+
+
+def _mean(scores: list[float]) -> float:
+    """The mean of the scored samples (NaN: unscored, left out); NaN when none is."""
+    scored = [s for s in scores if s == s]
+    return sum(scored) / len(scored) if scored else float("nan")

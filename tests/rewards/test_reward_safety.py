@@ -192,6 +192,7 @@ def test_a_reward_that_exits_does_not_end_the_run(small_model_dir, tmp_path, mon
         "raise SystemExit(1)",
         steps=1,
         max_unscored_steps=0,  # 0: warn only, never stop
+        reward_failure_limit=1.0,  # keep going though it fails on every sample
     )
     train(cfg)
     rows = [r for r in read_metrics(cfg.run_dir) if r["kind"] == "train"]

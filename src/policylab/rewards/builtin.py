@@ -1,11 +1,13 @@
 """Built-in reward functions: exact answer, answer format, math equivalence. Registered
-under the names of `BUILTIN` by registry.py."""
+under the names of `BUILTIN` by registry.py. A completion may be a text or, for
+conversational prompts, TRL's conversation of one assistant message (its content is read)."""
 
 from __future__ import annotations
 
 import re
 import threading
 
+from policylab.tasks.base import _completion_text as text_of
 from policylab.tasks.base import extract_answer
 
 _FORMAT = re.compile(r"^(?:(?!<answer>).)*<answer>((?!</?answer>).)+</answer>\s*$", re.DOTALL)
@@ -15,7 +17,7 @@ def exact_answer(prompts, completions, answer, **columns) -> list[float]:
     """1.0 when the text inside <answer>…</answer> equals the `answer` column (both
     stripped), else 0.0."""
     return [
-        1.0 if (got := extract_answer(c)) is not None and got == str(a).strip() else 0.0
+        1.0 if (got := extract_answer(text_of(c))) is not None and got == str(a).strip() else 0.0
         for c, a in zip(completions, answer, strict=True)
     ]
 
@@ -23,7 +25,7 @@ def exact_answer(prompts, completions, answer, **columns) -> list[float]:
 def format_reward(prompts, completions, **columns) -> list[float]:
     """1.0 when the completion ends with exactly one non-empty <answer>…</answer> block
     (anything may come before it), else 0.0."""
-    return [1.0 if _FORMAT.match(c) else 0.0 for c in completions]
+    return [1.0 if _FORMAT.match(text_of(c)) else 0.0 for c in completions]
 
 
 def math_verify_reward(prompts, completions, answer, **columns) -> list[float]:
@@ -39,6 +41,7 @@ def math_verify_reward(prompts, completions, answer, **columns) -> list[float]:
     own = 5 if threading.current_thread() is threading.main_thread() else None
     scores = []
     for completion, gold in zip(completions, answer, strict=True):
+        completion = text_of(completion)
         inside = extract_answer(completion)
         text = inside if inside is not None else completion
         gold_parsed = parse(_as_math(str(gold)), parsing_timeout=own)

@@ -135,6 +135,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
         )
         while done.step < cfg.steps and not out_of_budget(cfg, pipeline, done.budget):
             done.step += 1
+            plan.reward_fn.at_step(
+                done.step - 1, epoch=(done.step - 1) * cfg.prompts_per_step / len(plan.pool)
+            )
             # 1. rollouts: the stages' preparation, then the kept groups of this step,
             # regrouped by the run's grouping keys (agents: instance, turn, role)
             t0 = time.perf_counter()
@@ -312,12 +315,20 @@ def compose(cfg: TrainConfig) -> Plan:
         failure_reward=cfg.failure_reward,
         functions={task.name: task.reward},
         timeout_s=cfg.reward_timeout_s,
+        failure_limit=cfg.reward_failure_limit,
     )
+    reward_fn.at_step(0, max_steps=cfg.steps)
     pool = task.examples(
         "train",
         min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
         seed=cfg.seed,
     )
+    if not cfg.rewards and not rewards.verifies(task, pool[0]):
+        raise ConfigError(
+            f"{task.name}: the data has no {getattr(task, 'answer_column', 'answer')!r} "
+            f"column, which its verifier {task.reward_name!r} needs: give the run its "
+            "rewards (rewards = {name: weight}), or the data an answer column"
+        )
     if cfg.offline_prompts > len(pool):
         raise ConfigError(
             f"offline_prompts = {cfg.offline_prompts} exceeds the {len(pool)} training prompts "
@@ -386,6 +397,11 @@ def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: 
             policies, plan.task, plan.agent, n=plan.eval_n, seed=cfg.eval_seed
         )
     else:
+        # a task with no verifier of its own (a data file without answers) is scored with
+        # the run's rewards, as its training samples are
+        own = rewards.verifies(plan.task, plan.pool[0])
+        if not own:
+            plan.reward_fn.at_step(done.step)
         scores = evaluate(
             policies(0).model,
             policies(0).tokenizer,
@@ -394,6 +410,7 @@ def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: 
             seed=cfg.eval_seed,
             max_new_tokens=cfg.max_new_tokens,
             prompt_format=PromptFormat.of(cfg),
+            reward=None if own else plan.reward_fn,
         ).as_dict()
     scores.update(done.budget.as_metrics())
     scores["time/elapsed_s"] = done.elapsed

@@ -94,7 +94,9 @@ def rollout(
         for k in examples[0]
         if k not in ("prompt", "completion")
     }
-    scored = reward_fn(row_prompts, texts, **columns)
+    # the sampled tokens of each row (its end token included), as TRL's completion_ids
+    completion_ids = [row[m > 0].tolist() for row, m in zip(gen.actions, gen.mask, strict=True)]
+    scored = reward_fn(row_prompts, texts, completion_ids=completion_ids, **columns)
     scored_at = time.perf_counter()
     truncated = torch.tensor([r == "length" for r in gen.extras["finish_reason"]])
     mask = gen.mask.clone()
