@@ -53,6 +53,8 @@ class Callbacks:
     """The run's callbacks, called in order; remembers a `StopTraining` from any hook."""
 
     def __init__(self, callbacks: Iterable[object] = ()) -> None:
+        if any(hasattr(callbacks, hook) for hook in HOOKS):  # one callback, not a list
+            callbacks = [callbacks]
         self.callbacks = list(callbacks or ())
         for i, callback in enumerate(self.callbacks):
             if not any(callable(getattr(callback, hook, None)) for hook in HOOKS):

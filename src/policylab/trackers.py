@@ -79,10 +79,12 @@ def resolve(report_to: Iterable[str]) -> list[str]:
         names += [n for n in chosen if n not in names]
     missing = [n for n in names if not installed(INSTALL[n][0])]
     if missing:
-        how = "; ".join(f"{INSTALL[n][1]}" for n in missing)
+        how = "; ".join(INSTALL[n][1] for n in missing)
+        verb, pronoun = ("is", "it") if len(missing) == 1 else ("are", "them")
         raise ValueError(
-            f"report_to names {', '.join(missing)}, which is not installed: {how} (or leave "
-            f"it out of report_to; report_to=[all] uses whichever trackers are installed)"
+            f"report_to names {', '.join(missing)}, which {verb} not installed: {how} (or "
+            f"leave {pronoun} out of report_to; report_to=[all] uses whichever trackers are "
+            "installed)"
         )
     return names
 

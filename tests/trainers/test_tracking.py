@@ -268,6 +268,8 @@ def test_save_best_names_a_metric_the_evaluation_has(tmp_path):
 def test_an_object_without_hooks_is_not_a_callback():
     with pytest.raises(TypeError, match=r"callbacks\[1\] = 3 has none of the hooks"):
         Callbacks([Recorder(), 3])
+    one = Recorder()
+    assert Callbacks(one).callbacks == [one]  # a single callback, not in a list
 
 
 @pytest.fixture(scope="module")
