@@ -80,15 +80,18 @@ def reward_shaping(name: str, **overrides: Any) -> RewardShaping:
     return RewardShaping(name, entry, options)
 
 
-def train(config: Any = None, *, resume: bool = False, **fields: Any):
+def train(config: Any = None, *, resume: bool = False, callbacks=(), **fields: Any):
     """Train a language model or a control policy. `config` is a TrainConfig or
     ControlConfig, a dict of fields or a YAML path; `fields` override it. The task decides
     the trainer (routing.py): a gymnasium id such as "CartPole-v1" trains a control policy
     and returns a ControlResult (run folder, evaluation returns); any other task trains a
-    language model and returns a TrainResult (run folder, held-out before/after)."""
+    language model and returns a TrainResult (run folder, held-out before/after).
+    `callbacks`: policylab.callbacks.Callback objects (on_step, on_eval, on_checkpoint;
+    raise StopTraining to stop)."""
     from policylab import routing
 
-    return routing.train(routing.run_config(config, fields), resume=resume)
+    cfg = routing.run_config(config, fields)
+    return routing.train(cfg, resume=resume, callbacks=callbacks)
 
 
 def kl_estimator(name: str):

@@ -58,6 +58,31 @@ def _numbers(value: Any, path: str):
             yield from _numbers(item, f"{path}[{i}]")
 
 
+def known_trackers(value: list[str]) -> list[str]:
+    """`value` if each names a tracker (trackers.py) or "all"; installed is checked when
+    the run starts."""
+    from policylab.trackers import check_names
+
+    return check_names(value)
+
+
+def trackers_list(value: Any) -> Any:
+    """report_to=wandb or report_to=wandb,mlflow (one string) as a list; none = []."""
+    if isinstance(value, str):
+        return [] if value.strip() == "none" else [n.strip() for n in value.split(",") if n.strip()]
+    return value
+
+
+def eval_metric(value: str | None) -> str | None:
+    """`value` if it names an evaluation metric (eval/...): best/ is chosen at evaluations."""
+    if value is not None and not value.startswith("eval/"):
+        raise ValueError(
+            "save_best compares evaluations, so it names an evaluation metric: eval/<name> "
+            "(e.g. eval/greedy_accuracy for a language model, eval/return_mean for control)"
+        )
+    return value
+
+
 class ConfigError(ValueError):
     """A config that cannot run; the message names the field, the value and the choices."""
 
@@ -341,6 +366,19 @@ class TrainConfig(RunSchema):
         0, description="which held-out examples are drawn (fixed across training seeds)"
     )
     save_every: int = Field(50, ge=0, description="checkpoint every N steps (0 = only at the end)")
+    report_to: list[str] = Field(
+        default_factory=lambda: ["tensorboard"],
+        description="experiment trackers: tensorboard, wandb, mlflow, trackio, or all (every "
+        "one installed); [] = the run folder's files only",
+    )
+    keep_checkpoints: int = Field(
+        2, ge=0, description="how many of the newest checkpoints to keep (0 = all)"
+    )
+    save_best: str | None = Field(
+        None,
+        description="keep the model of the best evaluation in <run_dir>/best/ by this metric, "
+        "higher is better (e.g. eval/greedy_accuracy; None = off)",
+    )
     samples_per_log: int = Field(
         4, ge=0, description="completions written to samples.jsonl per step"
     )
@@ -352,6 +390,21 @@ class TrainConfig(RunSchema):
     @classmethod
     def _known_algo(cls, value: str) -> str:
         return known_algorithm(value)
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _trackers_list(cls, value: Any) -> Any:
+        return trackers_list(value)
+
+    @field_validator("report_to")
+    @classmethod
+    def _known_trackers(cls, value: list[str]) -> list[str]:
+        return known_trackers(value)
+
+    @field_validator("save_best")
+    @classmethod
+    def _eval_metric(cls, value: str | None) -> str | None:
+        return eval_metric(value)
 
     @field_validator("model")
     @classmethod
@@ -561,6 +614,19 @@ class ControlConfig(RunSchema):
     save_every: int = Field(
         0, ge=0, description="checkpoint every N iterations (0 = only at the end)"
     )
+    report_to: list[str] = Field(
+        default_factory=lambda: ["tensorboard"],
+        description="experiment trackers: tensorboard, wandb, mlflow, trackio, or all (every "
+        "one installed); [] = the run folder's files only",
+    )
+    keep_checkpoints: int = Field(
+        2, ge=0, description="how many of the newest checkpoints to keep (0 = all)"
+    )
+    save_best: str | None = Field(
+        None,
+        description="keep the policy of the best evaluation in <run_dir>/best/ by this metric, "
+        "higher is better (e.g. eval/return_mean; None = off)",
+    )
     torch_threads: int = Field(
         1, ge=0, description="torch CPU threads (tiny MLPs run fastest on 1; 0 = leave as is)"
     )
@@ -572,6 +638,21 @@ class ControlConfig(RunSchema):
     @classmethod
     def _known_selection(cls, value: str | None) -> str | None:
         return TrainConfig._known_selection(value)
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _trackers_list(cls, value: Any) -> Any:
+        return trackers_list(value)
+
+    @field_validator("report_to")
+    @classmethod
+    def _known_trackers(cls, value: list[str]) -> list[str]:
+        return known_trackers(value)
+
+    @field_validator("save_best")
+    @classmethod
+    def _eval_metric(cls, value: str | None) -> str | None:
+        return eval_metric(value)
 
     @field_validator("algo")
     @classmethod

@@ -103,20 +103,22 @@ def _same_kind(config: RunConfig, fields: dict[str, Any]) -> bool:
     return is_gym_task(str(task)) == isinstance(config, ControlConfig)
 
 
-def train(cfg: RunConfig, *, resume: bool = False):
+def train(cfg: RunConfig, *, resume: bool = False, callbacks=()):
     """Run `cfg` with its trainer: a ControlResult for a ControlConfig, a TabularResult for
-    a TabularConfig, else a TrainResult."""
+    a TabularConfig, else a TrainResult. `callbacks`: language-model and control runs."""
     if isinstance(cfg, TabularConfig):
         from policylab.trainers.tabular import train as train_tabular
 
+        if callbacks:
+            raise ValueError("callbacks are for language-model and control runs, not tabular")
         return train_tabular(cfg, resume=resume)
     if isinstance(cfg, ControlConfig):
         from policylab.trainers.control import train as train_control
 
-        return train_control(cfg, resume=resume)
+        return train_control(cfg, resume=resume, callbacks=callbacks)
     from policylab.trainers.llm import train as train_llm
 
-    return train_llm(cfg, resume=resume)
+    return train_llm(cfg, resume=resume, callbacks=callbacks)
 
 
 def _task_of_file(path: Path) -> dict[str, Any]:

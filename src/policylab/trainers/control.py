@@ -33,6 +33,7 @@ from policylab.trainers.run import (
     lr_lambda,
     mean_metrics,
     progress_bar,
+    run_options,
     torch_threads,
 )
 from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make_vector_env
@@ -81,6 +82,8 @@ def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iter
     scores["time/elapsed_s"] = done.elapsed
     run.log(iteration, scores, kind="eval")
     done.evals.append({"step": iteration, **scores})
+    best = {"step": iteration, "policy": policy.state_dict(), "config": cfg.model_dump()}
+    run.save_best(iteration, scores, best)
     # the untrained policy is evaluated too (iteration 0) but cannot count as solving it
     reached = iteration > 0 and cfg.stop_return is not None
     reached = reached and scores["eval/return_mean"] >= cfg.stop_return
@@ -89,15 +92,16 @@ def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iter
     return scores
 
 
-def train(cfg: ControlConfig, *, resume: bool = False) -> ControlResult:
+def train(cfg: ControlConfig, *, resume: bool = False, callbacks=()) -> ControlResult:
     """Train the recipe's policy on `cfg.task` with `cfg.algo` (ppo: an MLP actor-critic;
     fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16; pg_rainbow: an
-    IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17)."""
+    IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17);
+    `callbacks` (policylab.callbacks) hear of each iteration, evaluation and checkpoint."""
     with torch_threads(cfg.torch_threads):
-        return _train(cfg, resume)
+        return _train(cfg, resume, callbacks)
 
 
-def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
+def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     parts = components(
         cfg.algo,
         advantage_overrides={"gamma": cfg.gamma, "lam": cfg.lam, "whiten": False},
@@ -117,7 +121,13 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
         "value": {"name": parts.value.name, **asdict(parts.value.options)},
     }
-    run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
+    run = Run(
+        cfg.folder,
+        {**cfg.model_dump(), "resolved": resolved},
+        resume=resume,
+        **run_options(cfg),
+        callbacks=callbacks,
+    )
     torch.manual_seed(cfg.seed)
     collector = make_collector(cfg, cfg.seed)
     policy, iqn = make_policy(cfg, collector.envs)
@@ -166,6 +176,8 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
             sps="-",
         )
         for iteration in range(start + 1, cfg.iterations + 1):
+            if run.stopping:  # a callback raised StopTraining
+                break
             # 1. rollouts: num_envs × num_steps transitions
             t0 = time.perf_counter()
             batch = collector.collect(policy, cfg.num_steps, generator)
@@ -232,10 +244,10 @@ def _train(cfg: ControlConfig, resume: bool) -> ControlResult:
                     batch.episode_lengths
                 )
             run.log(iteration, metrics)
-            last = iteration == cfg.iterations
+            last = iteration == cfg.iterations or run.stopping
             if last or (cfg.eval_every and iteration % cfg.eval_every == 0):
                 evaluation(policy, cfg, run, done, iteration, batch_size)
-                last = last or done.solved_at is not None
+                last = last or done.solved_at is not None or run.stopping
             if last or (cfg.save_every and iteration % cfg.save_every == 0):
                 run.save_checkpoint(
                     iteration,

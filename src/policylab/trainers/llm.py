@@ -37,7 +37,7 @@ from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
 from policylab.trainers.llm_update import update
-from policylab.trainers.run import Run, lr_lambda, progress_bar
+from policylab.trainers.run import Run, lr_lambda, progress_bar, run_options
 from policylab.workflows.agents import (
     AGENT_COLUMNS,
     AgentOptions,
@@ -100,11 +100,18 @@ class Progress:
         return self.elapsed_before + time.perf_counter() - self.started
 
 
-def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
-    """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`."""
+def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResult:
+    """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`; `callbacks`
+    (policylab.callbacks) hear of each step, evaluation and checkpoint, and may stop it."""
     plan = compose(cfg)
     parts, task, pipeline = plan.parts, plan.task, plan.pipeline
-    run = Run(cfg.folder, {**cfg.model_dump(), "resolved": plan.resolved}, resume=resume)
+    run = Run(
+        cfg.folder,
+        {**cfg.model_dump(), "resolved": plan.resolved},
+        resume=resume,
+        **run_options(cfg),
+        callbacks=callbacks,
+    )
     torch.manual_seed(cfg.seed)
     policies, reference = learners(cfg, plan)
     generator = torch.Generator().manual_seed(cfg.seed)
@@ -133,7 +140,11 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             completed=done.step,
             **{"reward": "-", "acc": latest, "tps": "-", "split": "-"},
         )
-        while done.step < cfg.steps and not out_of_budget(cfg, pipeline, done.budget):
+        while (
+            done.step < cfg.steps
+            and not out_of_budget(cfg, pipeline, done.budget)
+            and not run.stopping  # a callback raised StopTraining
+        ):
             done.step += 1
             plan.reward_fn.at_step(
                 done.step - 1, epoch=(done.step - 1) * cfg.prompts_per_step / len(plan.pool)
@@ -172,9 +183,10 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             run.log_samples(done.step, _samples(info, collected.outcomes, cfg.samples_per_log))
             unscored.check(done.step, info.reward_counts)  # warns; stops a run that scores nothing
             last = done.step == cfg.steps or out_of_budget(cfg, pipeline, done.budget)
+            last = last or run.stopping
             if last or (cfg.eval_every and done.step % cfg.eval_every == 0):
                 held_out(policies, plan, cfg, run, done)
-            if last or (cfg.save_every and done.step % cfg.save_every == 0):
+            if last or run.stopping or (cfg.save_every and done.step % cfg.save_every == 0):
                 state = checkpoint_state(done, policies, pipeline, generator)
                 model, tokenizer = lora.for_saving(policies(0).model), policies(0).tokenizer
                 run.save_checkpoint(done.step, state, model=model, tokenizer=tokenizer)
@@ -416,6 +428,7 @@ def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: 
     scores["time/elapsed_s"] = done.elapsed
     run.log(done.step, scores, kind="eval")
     done.evals.append({"step": done.step, **scores})
+    run.save_best(done.step, scores, {"step": done.step}, policies(0).model, policies(0).tokenizer)
     return scores
 
 

@@ -4,10 +4,13 @@ TensorBoard), samples, atomic checkpoints with resume, curves, summary, progress
     runs/<name>/
       config.yaml      resolved config, versions, git sha
       metrics.jsonl    one JSON object per step (and per evaluation)
-      events.*         TensorBoard
+      events.*         TensorBoard: scalars, samples (text tab), config (hparams tab)
       samples.jsonl    prompts, completions, rewards
       curves.png       chosen metrics against steps
-      checkpoints/     step_N/ ...; `latest` names the newest complete one
+      checkpoints/     step_N/ ...; `latest` names the newest complete one; the
+                       `keep_checkpoints` newest are kept
+      best/            with `save_best`: the evaluation with the highest value of that
+                       metric (best.json: metric, value, step), its model
       summary.md       before/after table, wall time, throughput
       .lock            the pid and host of the process that owns the folder
 
@@ -18,6 +21,12 @@ metrics and samples its checkpoint does not cover (all of them without a checkpo
 torn last line of metrics.jsonl (a kill mid-write) is dropped with a warning; a checkpoint
 that cannot be written (disk full) is removed with a warning and training continues,
 while metrics that cannot be written stop the run (`RunFolderError`).
+
+Beside the folder's files, every metric row, sample and the config also go to the
+experiment trackers of `report_to` (trackers.py: TensorBoard, wandb, mlflow, trackio),
+and the run's callbacks (callbacks.py) hear of each logged step (`on_step`), evaluation
+(`on_eval`) and checkpoint (`on_checkpoint`); one that raises `StopTraining` sets
+`stopping`, which the trainers' loops check.
 """
 
 from __future__ import annotations
@@ -39,6 +48,8 @@ import torch
 import yaml
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from policylab import trackers
+from policylab.callbacks import Callbacks
 from policylab.trainers.run_safety import (
     RunFolderError,
     acquire_lock,
@@ -52,6 +63,7 @@ log = logging.getLogger(__name__)
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
+BEST = "best"
 
 
 class Run:
@@ -65,10 +77,17 @@ class Run:
         *,
         resume: bool = False,
         keep_checkpoints: int = 2,
+        report_to: Iterable[str] = ("tensorboard",),
+        save_best: str | None = None,
+        callbacks: Iterable[object] = (),
     ) -> None:
         self.dir = Path(run_dir)
-        self.keep = keep_checkpoints
-        self._tb = None
+        self.keep = keep_checkpoints  # 0: every checkpoint
+        self.save_best_metric = save_best
+        self._report_to = trackers.resolve(report_to)  # before any model loads
+        self.callbacks = Callbacks(callbacks)
+        self._trackers: list[trackers.Tracker] | None = None  # opened on the first log
+        self._hparams = config
         self._unsaved: tuple[int, OSError] | None = None  # the last checkpoint that failed
         if not resume and self.latest_checkpoint() is not None:
             raise FileExistsError(
@@ -95,28 +114,40 @@ class Run:
             )
             for path in logged:
                 _keep_until(path, None)
+            shutil.rmtree(self.dir / BEST, ignore_errors=True)  # that attempt's best model
             self._purge_step = 0
         if not resumed:  # a resumed run's, once it logs: a failed resume leaves it as it was
             self._write_config()
 
     # ---- logging --------------------------------------------------------------------------
     def log(self, step: int, metrics: dict[str, float], *, kind: str = "train") -> None:
-        row = {"step": step, "kind": kind, **{k: _plain(v) for k, v in metrics.items()}}
+        """One row of metrics.jsonl, the same numbers to every tracker (an evaluation's
+        under `eval/`), then the callbacks: `on_step` for a training row, `on_eval` for
+        an evaluation."""
+        plain = {k: _plain(v) for k, v in metrics.items()}
+        row = {"step": step, "kind": kind, **plain}
         self._write_config()
         self._append("metrics.jsonl", json.dumps(row) + "\n")
-        writer = self._writer()
-        if writer is not None:
-            for key, value in metrics.items():
-                if isinstance(value, (int, float)):
-                    writer.add_scalar(f"{kind}/{key}" if kind != "train" else key, value, step)
+        named = {trackers.metric_name(kind, k): v for k, v in trackers.numbers(plain).items()}
+        for tracker in self._open_trackers():
+            tracker.log_metrics(step, named)
+        if kind == "train":
+            self.callbacks.on_step(step, plain)
+        elif kind == "eval":
+            self.callbacks.on_eval(step, plain)
 
     def log_samples(self, step: int, rows: Iterable[dict]) -> None:
-        lines = [
-            json.dumps({"step": step, **{k: _plain(v) for k, v in row.items()}}) + "\n"
-            for row in rows
-        ]
+        plain = [{k: _plain(v) for k, v in row.items()} for row in rows]
+        lines = [json.dumps({"step": step, **row}) + "\n" for row in plain]
         if lines:
             self._append("samples.jsonl", "".join(lines))
+            for tracker in self._open_trackers():
+                tracker.log_text(step, plain)
+
+    @property
+    def stopping(self) -> bool:
+        """A callback raised StopTraining: the trainer ends the run at this step."""
+        return self.callbacks.stop is not None
 
     def _append(self, name: str, lines: str) -> None:
         """Whole lines, in one unbuffered write on a file opened for appending: a kill
@@ -145,23 +176,24 @@ class Run:
     def metrics(self, kind: str | None = None) -> list[dict]:
         return read_metrics(self.dir, kind=kind)
 
-    def _writer(self):
-        if self._tb is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is optional at run time
-                self._tb = False
-                return None
-            self._tb = SummaryWriter(str(self.dir), purge_step=self._purge_step)
-        return self._tb or None
+    def _open_trackers(self) -> list[trackers.Tracker]:
+        """The trackers, opened on the first log: after a resume's `load_checkpoint`,
+        whose step TensorBoard purges the later events from."""
+        if self._trackers is None:
+            self._trackers = trackers.open_trackers(
+                self._report_to, self.dir, self._hparams, self._purge_step
+            )
+        return self._trackers
 
     _purge_step: int | None = None
 
     def close(self) -> None:
-        """Flush TensorBoard and give the folder up; a run whose last checkpoint could not
-        be written ends with an error saying which checkpoint it has instead."""
-        if self._tb:
-            self._tb.close()
+        """Flush and close the trackers and give the folder up; a run whose last
+        checkpoint could not be written ends with an error saying which checkpoint it has
+        instead."""
+        for tracker in self._trackers or []:
+            tracker.close()
+        self._trackers = []
         release_lock(self._lock)
         if self._unsaved is not None:
             step, err = self._unsaved
@@ -182,20 +214,14 @@ class Run:
         """Write step_N/ under a temporary name, rename it, then switch `latest`: a kill at
         any moment leaves the previous checkpoint complete and named by `latest`. A write
         that fails (disk full, read-only folder) removes the temporary folder, warns and
-        returns None: the previous checkpoint stays `latest` and training goes on."""
+        returns None: the previous checkpoint stays `latest` and training goes on. The
+        callbacks' `on_checkpoint` hears of a checkpoint once it is complete."""
         root = self.dir / CHECKPOINTS
         final = root / f"step_{step}"
         tmp = root / f".step_{step}.tmp"
         try:
             root.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
-            if model is not None:  # a complete model folder: `policylab eval --model .../model`
-                model.save_pretrained(tmp / "model")
-            if tokenizer is not None:
-                tokenizer.save_pretrained(tmp / "model")
-            with open(tmp / "state.pt", "wb") as f:  # a file object: write errors are OSError
-                torch.save(state, f)
+            _write_folder(tmp, state, model, tokenizer)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
             write_atomic(root / LATEST, final.name + "\n")
@@ -213,7 +239,56 @@ class Run:
             return None
         self._unsaved = None
         self._prune(keep=final)
+        self.callbacks.on_checkpoint(step, final)
         return final
+
+    def save_best(
+        self,
+        step: int,
+        metrics: dict[str, float],
+        state: dict[str, Any],
+        model=None,
+        tokenizer=None,
+    ) -> Path | None:
+        """With `save_best` set: best/ holds the model of the evaluation with the highest
+        value of that metric so far (state.pt, model/ when given, best.json with the
+        metric, value and step), replaced when an evaluation beats it. The evaluation
+        before training (step 0) only checks the metric exists; a write that fails warns
+        and training goes on. Returns best/ when it was written."""
+        name = self.save_best_metric
+        if name is None:
+            return None
+        named = {trackers.metric_name("eval", k): v for k, v in metrics.items()}
+        if name not in named:
+            choices = ", ".join(k for k, v in named.items() if isinstance(v, int | float))
+            raise ValueError(
+                f"save_best = {name!r} is not an evaluation metric; choices: {choices}"
+            )
+        value = float(named[name])
+        best = self.best()
+        if step == 0 or math.isnan(value) or (best is not None and value <= best["value"]):
+            return None
+        final, tmp, old = self.dir / BEST, self.dir / ".best.tmp", self.dir / ".best.old"
+        try:
+            _write_folder(tmp, state, model, tokenizer)
+            record = {"metric": name, "value": value, "step": step}
+            write_atomic(tmp / "best.json", json.dumps(record) + "\n")
+            shutil.rmtree(old, ignore_errors=True)
+            if final.exists():
+                os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        except OSError as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.warning("could not write the best model %s: %s; training continues", final, err)
+            return None
+        log.info("best %s so far: %.4g at step %d, saved in %s", name, value, step, final)
+        return final
+
+    def best(self) -> dict | None:
+        """best/best.json ({"metric", "value", "step"}), or None before the first best."""
+        path = self.dir / BEST / "best.json"
+        return json.loads(path.read_text()) if path.is_file() else None
 
     def load_checkpoint(self) -> tuple[Path, dict[str, Any]] | None:
         """(folder, state) of the newest complete checkpoint; logs after it are dropped so
@@ -233,6 +308,8 @@ class Run:
             (p for p in (self.dir / CHECKPOINTS).glob("step_*") if p.is_dir()),
             key=lambda p: int(p.name.split("_")[1]),
         )
+        if not self.keep:
+            return
         for old in steps[: max(0, len(steps) - self.keep)]:
             if old != keep:
                 shutil.rmtree(old, ignore_errors=True)
@@ -276,6 +353,15 @@ class Run:
 
     def write_summary(self, text: str) -> None:
         write_atomic(self.dir / "summary.md", text)
+
+
+def run_options(cfg) -> dict[str, Any]:
+    """Run's options from a trainer's config: trackers, checkpoint retention, best model."""
+    return {
+        "report_to": cfg.report_to,
+        "keep_checkpoints": cfg.keep_checkpoints,
+        "save_best": cfg.save_best,
+    }
 
 
 def progress_bar(description: str, total: int, fields: dict[str, str], enabled: bool = True):
@@ -380,6 +466,19 @@ def provenance() -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         pass
     return info
+
+
+def _write_folder(tmp: Path, state: dict[str, Any], model, tokenizer) -> None:
+    """A checkpoint's files in the fresh folder `tmp`: model/ (a complete model folder,
+    `policylab eval --model .../model`) when a model is given, and state.pt."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    if model is not None:
+        model.save_pretrained(tmp / "model")
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp / "model")
+    with open(tmp / "state.pt", "wb") as f:  # a file object: write errors are OSError
+        torch.save(state, f)
 
 
 def _keep_until(path: Path, step: int | None) -> None:
