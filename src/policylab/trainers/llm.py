@@ -29,12 +29,14 @@ from policylab.config import ConfigError, TrainConfig
 from policylab.engines import Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
+from policylab.objects import RunObjects
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
 from policylab.recipes.base import GENERIC_POLICY
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
+from policylab.trainers.export import save_final_model, write_model_card
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar
 from policylab.workflows.agents import (
@@ -80,6 +82,7 @@ class Plan:
     agent: AgentOptions | None = None  # multi-turn tasks: the agent workflow's options
     roles: tuple[str, ...] = ("policy",)
     grouping: str | None = None  # keys that regroup the collected rows (None: as collected)
+    objects: RunObjects = field(default_factory=RunObjects)  # given in Python (objects.py)
 
 
 @dataclass
@@ -97,9 +100,12 @@ class Progress:
         return self.elapsed_before + time.perf_counter() - self.started
 
 
-def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
-    """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`."""
-    plan = compose(cfg)
+def train(
+    cfg: TrainConfig, *, resume: bool = False, objects: RunObjects | None = None
+) -> TrainResult:
+    """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`; `objects` are the
+    model, tokenizer, data or rewards given in Python that `cfg` names (objects.py)."""
+    plan = compose(cfg, objects)
     parts, task, pipeline = plan.parts, plan.task, plan.pipeline
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": plan.resolved}, resume=resume)
     torch.manual_seed(cfg.seed)
@@ -175,6 +181,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> TrainResult:
             bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
 
     before, after = done.evals[0], done.evals[-1]
+    final = save_final_model(run.dir, policies(0).model, policies(0).tokenizer)
+    if final is not None:
+        write_model_card(final, cfg, plan.resolved, done.evals)
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
     rows = run.metrics("train")
     summary = summary_table(cfg, before, after, rows, done.elapsed, done.step, done.budget.samples)
@@ -187,10 +196,10 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     """The policies (one per role under the per_role regime, else one) with their
     optimisers and lr schedules, and the frozen reference model when a KL needs one."""
     parts = plan.parts
-    model, tokenizer = load_model(cfg.model)
+    model, tokenizer = plan.objects.model_and_tokenizer(cfg.model)
     kl_in_reward = getattr(parts.advantage.options, "kl_coef", 0.0) > 0
     needs_ref = parts.loss.options.needs_reference or kl_in_reward
-    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
+    reference = plan.objects.reference(cfg.model) if needs_ref else None
     sampling = Sampling(
         temperature=cfg.temperature,
         top_p=cfg.top_p,
@@ -264,9 +273,10 @@ def learn_all(policies: PolicySet, parts, batch, advantages, cfg, generator, pip
     return out
 
 
-def compose(cfg: TrainConfig) -> Plan:
+def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
     """The run's components, task, rewards, training prompts and stages, every option
     checked before any model loads or any folder is made."""
+    objects = objects or RunObjects()
     parts = components(
         cfg.algo,
         max_new_tokens=cfg.max_new_tokens,
@@ -286,9 +296,9 @@ def compose(cfg: TrainConfig) -> Plan:
             f"{cfg.algo!r}: a critic learns the targets of GAE; its advantage estimator "
             f"{parts.advantage.name!r} has none (use advantage gae)"
         )
-    task = tasks.get(cfg.task, **cfg.task_knobs)
+    task = objects.task or tasks.get(cfg.task, **cfg.task_knobs)
     if isinstance(task, tasks.FileTask):  # every prompt + max_new_tokens fits the context
-        task.check_fits(cfg.model, cfg.max_new_tokens)
+        objects.check_fits(task, cfg.model, cfg.max_new_tokens)
     # the task's own verifier, built with this run's knobs, answers to the task's name
     default_reward = task.name if cfg.task in tasks.names() else task.reward_name
     reward_fn = rewards.combine(
@@ -319,7 +329,9 @@ def compose(cfg: TrainConfig) -> Plan:
     }
     if agent is not None:
         resolved["agent"] = asdict(agent)
-    return Plan(parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping)
+    if objects:
+        resolved["objects"] = objects.describe()
+    return Plan(parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping, objects)
 
 
 def agent_plan(cfg: TrainConfig, parts: Components, task, example: dict):
