@@ -266,3 +266,37 @@ def test_resuming_a_run_given_objects_needs_the_same_objects(tmp_path, capsys):
     # the model as it started (built again), the same rows and reward: the run continues
     result = policylab.train(model=small_model()[0], steps=2, resume=True, **setup)
     assert result.steps == 2
+
+
+def test_the_model_card_names_a_hub_base_model_and_every_held_out_score(tmp_path):
+    from policylab.config import TrainConfig
+    from policylab.trainers.export import model_card
+
+    cfg = TrainConfig(model="Qwen/Qwen2.5-0.5B-Instruct", task="countdown", steps=3)
+    resolved = {"advantage": {"name": "grpo", "scale": True}, "loss": {"name": "ppo_clip"}}
+    evals = [
+        {"step": 0, "eval/greedy_accuracy": 0.25, "eval/sampled_reward": 0.125},
+        {"step": 3, "eval/greedy_accuracy": 0.5, "eval/sampled_reward": 0.375},
+    ]
+    card = model_card(tmp_path / "run", cfg, resolved, evals)
+    front = yaml.safe_load(card.split("---")[1])
+    assert front["base_model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert "| greedy_accuracy | 0.250 | 0.500 |" in card
+    assert "| sampled_reward | 0.125 | 0.375 |" in card
+    assert "advantage `grpo` (scale=True)" in card
+    assert f'from_pretrained("{tmp_path / "run" / "model"}")' in card
+
+
+def test_a_final_model_that_cannot_be_written_leaves_no_folder(tmp_path, caplog):
+    from policylab.trainers.export import save_final_model
+
+    model, tokenizer = small_model()
+
+    def full(folder, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    model.save_pretrained = full
+    with caplog.at_level(logging.WARNING):
+        assert save_final_model(tmp_path, model, tokenizer, "card") is None
+    assert "could not write the final model" in caplog.text
+    assert list(tmp_path.iterdir()) == []

@@ -26,15 +26,17 @@ MODEL = "model"
 CARD = "README.md"
 
 
-def save_final_model(run_dir: str | Path, model, tokenizer) -> Path | None:
-    """`model` and `tokenizer` (save_pretrained) into <run_dir>/model/, written under a
-    temporary name and then renamed, so model/ is always complete. A write that fails
-    (disk full) warns and returns None: the run's last checkpoint holds the same weights."""
+def save_final_model(run_dir: str | Path, model, tokenizer, card: str) -> Path | None:
+    """`model` and `tokenizer` (save_pretrained) and the model `card` (README.md) into
+    <run_dir>/model/, written under a temporary name and then renamed, so model/ is always
+    complete. A write that fails (disk full) warns and returns None: the run's last
+    checkpoint holds the same weights."""
     folder, tmp = Path(run_dir) / MODEL, Path(run_dir) / f".{MODEL}.tmp"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        (tmp / CARD).write_text(card)
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(tmp, folder)
     except OSError as err:
@@ -50,11 +52,13 @@ def save_final_model(run_dir: str | Path, model, tokenizer) -> Path | None:
     return folder
 
 
-def write_model_card(folder: Path, cfg, resolved: dict, evals: list[dict]) -> Path:
-    """README.md of the final model: hub metadata, recipe, data, held-out scores."""
+def model_card(run_dir: str | Path, cfg, resolved: dict, evals: list[dict]) -> str:
+    """README.md of the run's final model: hub metadata, the recipe, the data, the
+    held-out scores before and after, how to load and upload it."""
     from policylab import recipes
     from policylab.version import __version__
 
+    folder = Path(run_dir) / MODEL
     recipe = recipes.get(cfg.algo)
     before, after = evals[0], evals[-1]
     scores = [k for k in before if k.startswith("eval/") and k in after]
@@ -119,9 +123,7 @@ def write_model_card(folder: Path, cfg, resolved: dict, evals: list[dict]) -> Pa
         "```",
         "",
     ]
-    path = folder / CARD
-    path.write_text("\n".join(lines))
-    return path
+    return "\n".join(lines)
 
 
 def _hub_id(model: str) -> bool:

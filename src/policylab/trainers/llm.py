@@ -36,7 +36,7 @@ from policylab.recipes.base import GENERIC_POLICY
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
-from policylab.trainers.export import save_final_model, write_model_card
+from policylab.trainers.export import model_card, save_final_model
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar
 from policylab.workflows.agents import (
@@ -181,9 +181,8 @@ def train(
             bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
 
     before, after = done.evals[0], done.evals[-1]
-    final = save_final_model(run.dir, policies(0).model, policies(0).tokenizer)
-    if final is not None:
-        write_model_card(final, cfg, plan.resolved, done.evals)
+    card = model_card(run.dir, cfg, plan.resolved, done.evals)
+    save_final_model(run.dir, policies(0).model, policies(0).tokenizer, card)
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
     rows = run.metrics("train")
     summary = summary_table(cfg, before, after, rows, done.elapsed, done.step, done.budget.samples)
