@@ -1,10 +1,12 @@
 """policylab: policy-gradient RL for language models and control, one shared algebra.
 
-Public API (DESIGN.md): `policy_loss`, `advantages`, `kl` / `kl_estimator`, `value_loss`,
-`reward_shaping`, `Rollouts`, `Registry`, and the `list_*` functions."""
+Public API (DESIGN.md): `train` (a config, or objects as TRL's trainers take them:
+objects.py), `evaluate_model`, `policy_loss`, `advantages`, `kl` / `kl_estimator`,
+`value_loss`, `reward_shaping`, `Rollouts`, `Registry`, and the `list_*` functions."""
 
 from policylab.api import (
     advantages,
+    evaluate_model,
     kl,
     kl_estimator,
     list_advantages,
@@ -32,6 +34,7 @@ __all__ = [
     "Rollouts",
     "UnknownNameError",
     "advantages",
+    "evaluate_model",
     "kl",
     "kl_estimator",
     "list_advantages",

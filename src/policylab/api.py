@@ -12,6 +12,7 @@ lives in recipes/compose.py and is re-exported here."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from policylab import recipes as recipe_book
@@ -80,18 +81,91 @@ def reward_shaping(name: str, **overrides: Any) -> RewardShaping:
     return RewardShaping(name, entry, options)
 
 
-def train(config: Any = None, *, resume: bool = False, callbacks=(), **fields: Any):
+def train(
+    config: Any = None,
+    *,
+    model: Any = None,
+    tokenizer: Any = None,
+    task: Any = None,
+    rewards: Any = None,
+    resume: bool = False,
+    callbacks=(),
+    **fields: Any,
+):
     """Train a language model or a control policy. `config` is a TrainConfig or
     ControlConfig, a dict of fields or a YAML path; `fields` override it. The task decides
     the trainer (routing.py): a gymnasium id such as "CartPole-v1" trains a control policy
     and returns a ControlResult (run folder, evaluation returns); any other task trains a
-    language model and returns a TrainResult (run folder, held-out before/after).
-    `callbacks`: policylab.callbacks.Callback objects (on_step, on_eval, on_checkpoint;
-    raise StopTraining to stop)."""
-    from policylab import routing
+    language model and returns a TrainResult (run folder, held-out before/after; the final
+    model in <run_dir>/model).
 
-    cfg = routing.run_config(config, fields)
-    return routing.train(cfg, resume=resume, callbacks=callbacks)
+    Objects are accepted as TRL's GRPOTrainer accepts them (objects.py): `model` a
+    transformers causal LM (trained in place) or a name ("tiny", a folder, a hub id);
+    `tokenizer` a tokenizer (None: the model's own); `task` a task name, a data file or
+    folder, a list of dicts or a datasets Dataset with a prompt column (and an answer
+    column, or `rewards`); `rewards` functions `fn(prompts, completions, **columns)` or
+    reward names, as a list or a dict reward → weight. A run given objects is resumed
+    with the same objects (`resume=True`). `callbacks`: policylab.callbacks.Callback
+    objects (on_step, on_eval, on_checkpoint; raise StopTraining to stop)."""
+    from policylab import objects, routing
+
+    named, given = objects.gather(
+        model=model,
+        tokenizer=tokenizer,
+        task=task,
+        rewards=rewards,
+        task_knobs=fields.get("task_knobs"),
+    )
+    cfg = routing.run_config(config, {**fields, **named})
+    if objects.is_object(cfg.task) and not cfg.run_dir:  # not runs/grpo-<object: ...>-s0
+        cfg.run_dir = str(Path("runs") / f"{cfg.algo}-{objects.IN_MEMORY_TASK}-s{cfg.seed}")
+    return routing.train(cfg, resume=resume, objects=given, callbacks=callbacks)
+
+
+def evaluate_model(
+    model: Any = "tiny",
+    task: str | None = None,
+    *,
+    tokenizer: Any = None,
+    n: int = 200,
+    seed: int = 0,
+    max_new_tokens: int | None = None,
+    **knobs: Any,
+) -> dict[str, dict[str, float]]:
+    """Held-out scores {task: {eval/greedy_accuracy, eval/greedy_reward,
+    eval/sampled_reward}} of `model` on `task` (a name, comma-separated names, "all", or
+    a data file). `model`: a run folder (its final model/, else its latest checkpoint's),
+    a model folder, "tiny", a hub id, or a model object (with `tokenizer`, None: its own).
+    For a run folder, an unset `task` and `max_new_tokens` are the run's (its task_knobs
+    too); otherwise every task and 24 tokens."""
+    from policylab import objects, tasks
+    from policylab.evaluate import evaluate
+    from policylab.models import load_model
+    from policylab.trainers.export import run_settings
+
+    if isinstance(model, str | Path):
+        ran = run_settings(model)
+        if task is None and ran.get("task"):
+            task, knobs = ran["task"], {**ran.get("task_knobs", {}), **knobs}
+        if max_new_tokens is None:
+            max_new_tokens = ran.get("max_new_tokens")
+        model, loaded = load_model(ran.get("model_dir", model))
+        tokenizer = objects.prepared(tokenizer) if tokenizer is not None else loaded
+    else:
+        _, given = objects.gather(model=model, tokenizer=tokenizer)
+        model, tokenizer = given.model, given.tokenizer
+    names = tasks.names() if task in (None, "all") else task.split(",")
+    return {
+        name: evaluate(
+            model,
+            tokenizer,
+            tasks.get(name, **knobs),
+            n=n,
+            seed=seed,
+            max_new_tokens=max_new_tokens or 24,
+        ).as_dict()
+        for name in names
+    }
 
 
 def kl_estimator(name: str):

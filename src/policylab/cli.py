@@ -276,20 +276,17 @@ def _sft(console: Console, args: argparse.Namespace) -> int:
 
 
 def _eval(console: Console, args: argparse.Namespace) -> int:
-    from policylab import tasks
+    from policylab.api import evaluate_model
     from policylab.config import parse_overrides
-    from policylab.evaluate import evaluate
-    from policylab.models import load_model
 
-    model, tokenizer = load_model(args.model)
-    names = args.task.split(",") if args.task != "all" else tasks.names()
-    knobs = parse_overrides(args.knobs)
-    scores = {}
-    for name in names:
-        task = tasks.get(name, **knobs)
-        scores[name] = evaluate(
-            model, tokenizer, task, n=args.n, seed=args.seed, max_new_tokens=args.max_new_tokens
-        ).as_dict()
+    scores = evaluate_model(
+        args.model,
+        args.task,
+        n=args.n,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+        **parse_overrides(args.knobs),
+    )
     _print_scores(console, scores, f"{args.model}: {args.n} held-out examples, seed {args.seed}")
     return 0
 
@@ -380,11 +377,25 @@ def main(argv: list[str] | None = None) -> int:
     sft.add_argument("--config", default=None, help="YAML file of fields")
     sft.add_argument("overrides", nargs="*", help="key=value field overrides")
     ev = sub.add_parser("eval", help="held-out accuracy and mean reward of a model on tasks")
-    ev.add_argument("--model", default="tiny", help='"tiny" (shipped), a folder or a hub id')
-    ev.add_argument("--task", default="all", help="a task, comma-separated tasks, or all")
+    ev.add_argument(
+        "--model",
+        default="tiny",
+        help='"tiny" (shipped), a model folder, a hub id, or a run folder (its model/, else '
+        "its latest checkpoint's)",
+    )
+    ev.add_argument(
+        "--task",
+        default=None,
+        help="a task, comma-separated tasks, or all (default: a run folder's task, else all)",
+    )
     ev.add_argument("--n", type=positive_int, default=200, help="held-out examples per task")
     ev.add_argument("--seed", type=int, default=0, help="seed of the held-out draw and sampling")
-    ev.add_argument("--max-new-tokens", type=positive_int, default=24, help="generation budget")
+    ev.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=None,
+        help="generation budget (default: a run folder's, else 24)",
+    )
     ev.add_argument("knobs", nargs="*", help="task difficulty knobs as key=value")
     ar = sub.add_parser(
         "arena",

@@ -410,8 +410,9 @@ class TrainConfig(RunSchema):
     @classmethod
     def _model_folder_exists(cls, value: str) -> str:
         from policylab.models import model_folder_problem
+        from policylab.objects import is_object
 
-        problem = model_folder_problem(value)
+        problem = None if is_object(value) else model_folder_problem(value)  # objects.py
         if problem:
             raise ValueError(problem)
         return value

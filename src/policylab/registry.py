@@ -51,10 +51,20 @@ class Registry(Generic[T]):
 
         return decorator
 
-    def add(self, name: str, fn: T, *, config: type | None = None, summary: str | None = None):
+    def add(
+        self,
+        name: str,
+        fn: T,
+        *,
+        config: type | None = None,
+        summary: str | None = None,
+        replace: bool = False,
+    ):
+        """Register `fn` under `name`; a duplicate name is an error unless `replace` (a
+        notebook cell run again registers its new function under the same name)."""
         if not name or not isinstance(name, str):
             raise ValueError(f"{self.kind} name must be a non-empty string, got {name!r}")
-        if name in self._entries:
+        if name in self._entries and not replace:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         if summary is None:
             doc = getattr(fn, "__doc__", None) or ""

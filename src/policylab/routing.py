@@ -25,6 +25,7 @@ from policylab.config import (
     load,
     load_control,
 )
+from policylab.objects import RunObjects, check_given
 
 RunConfig = TrainConfig | ControlConfig | TabularConfig
 TABULAR_PREFIX = "tabular/"  # a tabular task: tabular/<name> (tabular/tasks.py)
@@ -103,9 +104,19 @@ def _same_kind(config: RunConfig, fields: dict[str, Any]) -> bool:
     return is_gym_task(str(task)) == isinstance(config, ControlConfig)
 
 
-def train(cfg: RunConfig, *, resume: bool = False, callbacks=()):
+def train(cfg: RunConfig, *, resume: bool = False, objects: RunObjects | None = None, callbacks=()):
     """Run `cfg` with its trainer: a ControlResult for a ControlConfig, a TabularResult for
-    a TabularConfig, else a TrainResult. `callbacks`: language-model and control runs."""
+    a TabularConfig, else a TrainResult. `objects`: what a language-model run was given in
+    Python (objects.py); every object `cfg` names must be among them. `callbacks`:
+    language-model and control runs."""
+    objects = objects or RunObjects()
+    if objects and not isinstance(cfg, TrainConfig):
+        raise ValueError(
+            f"task {cfg.task!r} trains a {type(cfg).__name__.removesuffix('Config').lower()} "
+            "policy; model, tokenizer, task and reward objects are for language-model runs"
+        )
+    if isinstance(cfg, TrainConfig):
+        check_given(cfg, objects, resume=resume)
     if isinstance(cfg, TabularConfig):
         from policylab.trainers.tabular import train as train_tabular
 
@@ -118,7 +129,7 @@ def train(cfg: RunConfig, *, resume: bool = False, callbacks=()):
         return train_control(cfg, resume=resume, callbacks=callbacks)
     from policylab.trainers.llm import train as train_llm
 
-    return train_llm(cfg, resume=resume, callbacks=callbacks)
+    return train_llm(cfg, resume=resume, objects=objects, callbacks=callbacks)
 
 
 def _task_of_file(path: Path) -> dict[str, Any]:

@@ -57,8 +57,12 @@ class FileTask:
         prompt_column: str = "prompt",
         answer_column: str = "answer",
         reward: str = "exact_answer",
+        rows: Any = None,
+        name: str | None = None,
         **unknown: Any,
     ) -> None:
+        # rows: the data itself (a list of dicts, a datasets Dataset or DatasetDict), with
+        # `path` naming it in messages (policylab.train(task=...): objects.py)
         if unknown:
             knob, value = next(iter(unknown.items()))
             raise ValueError(
@@ -66,7 +70,7 @@ class FileTask:
                 f"{', '.join(KNOBS)}"
             )
         self.path = Path(path)
-        self.name = self.path.stem if self.path.suffix else self.path.name
+        self.name = name or (self.path.stem if self.path.suffix else self.path.name)
         self.prompt_column, self.answer_column, self.reward_name = (
             prompt_column,
             answer_column,
@@ -77,7 +81,7 @@ class FileTask:
             "answer_column": answer_column,
             "reward": reward,
         }
-        located = _read(self.path, prompt_column, answer_column)
+        located = _read(self.path, prompt_column, answer_column, rows)
         self._where = {s: [where for where, _ in rows] for s, rows in located.items()}
         self._splits = {s: [row for _, row in rows] for s, rows in located.items()}
         from policylab.rewards.registry import function
@@ -129,17 +133,27 @@ class FileTask:
             config = AutoConfig.from_pretrained(path)
         except OSError as err:
             raise ValueError(f"model {model!r}: cannot read its config: {err}") from None
-        names = ("max_position_embeddings", "n_positions", "max_sequence_length")
-        sizes = [getattr(config, n, None) for n in names]
-        max_positions = next((n for n in sizes if n is not None), None)
-        if max_positions is None:
+        if context_length(config) is None:
             log.info("%s: %s states no context length; prompt lengths unchecked", self.path, model)
+            return
+        self.check_fits_with(config, AutoTokenizer.from_pretrained(path), max_new_tokens)
+
+    def check_fits_with(self, config, tokenizer, max_new_tokens: int) -> None:
+        """`check_fits` with the model's config and tokenizer themselves."""
+        max_positions = context_length(config)
+        if max_positions is None:
+            log.info("%s: the model states no context length; prompt lengths unchecked", self.path)
             return
         rows = [r for split in self._splits.values() for r in split]
         where = [w for split in self._where.values() for w in split]
         examples = [{"prompt": r[self.prompt_column]} for r in rows]
-        tokenizer = AutoTokenizer.from_pretrained(path)
         check_prompt_lengths(examples, tokenizer, max_positions, max_new_tokens, self.path, where)
+
+
+def context_length(config) -> int | None:
+    """The positions a model config states (None when it states none)."""
+    names = ("max_position_embeddings", "n_positions", "max_sequence_length")
+    return next((n for n in (getattr(config, k, None) for k in names) if n is not None), None)
 
 
 def check_prompt_lengths(
@@ -196,10 +210,14 @@ def _token_counts(tokenizer, prompts: list, max_positions: int) -> tuple[list[in
     return lengths, clipped
 
 
-def _read(path: Path, prompt_column: str, answer_column: str) -> dict[str, list[Located]]:
+def _read(
+    path: Path, prompt_column: str, answer_column: str, data: Any = None
+) -> dict[str, list[Located]]:
     """{"train": rows, "test": rows}, each row with its place in the file, validated and
-    reported, from a file or a datasets folder."""
-    if path.is_dir():
+    reported, from a file, a datasets folder or `data` in memory (named `path`)."""
+    if data is not None:
+        given = _dataset_rows(path, data)
+    elif path.is_dir():
         given = _folder(path)
     elif path.suffix in SUFFIXES:
         if not path.is_file():
@@ -225,11 +243,22 @@ def _folder(path: Path) -> dict[str, list[Located]]:
         loaded = datasets.load_from_disk(str(path))
     except Exception as err:  # noqa: BLE001 - name the folder for the user
         raise ValueError(f"{path}: cannot load the datasets folder: {err}") from None
-    if not isinstance(loaded, datasets.DatasetDict):
-        return {"file": _numbered(loaded.to_list(), "row")}
-    if "train" not in loaded:
-        raise ValueError(f"{path}: the dataset has splits {list(loaded)}; need 'train'")
-    return {s: _numbered(loaded[s].to_list(), f"{s} row") for s in SPLITS if s in loaded}
+    return _dataset_rows(path, loaded)
+
+
+def _dataset_rows(path: Path, data: Any) -> dict[str, list[Located]]:
+    """The rows of a list of dicts or a datasets Dataset ({"file": rows}, split later), or
+    of a DatasetDict (its train and test splits)."""
+    if isinstance(data, list):
+        for i, item in enumerate(data, start=1):
+            if not isinstance(item, dict):
+                raise ValueError(f"{path}: row {i} is {type(item).__name__}, not a dict")
+        return {"file": _numbered([dict(item) for item in data], "row")}  # rows are filled in
+    if not hasattr(data, "keys"):  # a datasets.Dataset
+        return {"file": _numbered(data.to_list(), "row")}
+    if "train" not in data:
+        raise ValueError(f"{path}: the dataset has splits {list(data)}; need 'train'")
+    return {s: _numbered(data[s].to_list(), f"{s} row") for s in SPLITS if s in data}
 
 
 def _numbered(rows: list[dict], unit: str) -> list[Located]:

@@ -29,6 +29,7 @@ from policylab.config import ConfigError, TrainConfig
 from policylab.engines import Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
+from policylab.objects import RunObjects
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
 from policylab.prompting import PromptFormat, check_chat_template
@@ -36,6 +37,7 @@ from policylab.recipes.base import GENERIC_POLICY
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
+from policylab.trainers.export import model_card, save_final_model
 from policylab.trainers.llm_update import update
 from policylab.trainers.run import Run, lr_lambda, progress_bar, run_options
 from policylab.workflows.agents import (
@@ -83,6 +85,7 @@ class Plan:
     grouping: str | None = None  # keys that regroup the collected rows (None: as collected)
     eval_n: int = 0  # held-out examples per evaluation: cfg.eval_n, at most the test split
     lora: lora.LoraOptions | None = None  # adapters on a frozen base (None: full fine-tuning)
+    objects: RunObjects = field(default_factory=RunObjects)  # given in Python (objects.py)
 
 
 @dataclass
@@ -100,10 +103,14 @@ class Progress:
         return self.elapsed_before + time.perf_counter() - self.started
 
 
-def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResult:
-    """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`; `callbacks`
-    (policylab.callbacks) hear of each step, evaluation and checkpoint, and may stop it."""
-    plan = compose(cfg)
+def train(
+    cfg: TrainConfig, *, resume: bool = False, objects: RunObjects | None = None, callbacks=()
+) -> TrainResult:
+    """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`; `objects` are the
+    model, tokenizer, data or rewards given in Python that `cfg` names (objects.py);
+    `callbacks` (policylab.callbacks) hear of each step, evaluation and checkpoint, and may
+    stop it."""
+    plan = compose(cfg, objects)
     parts, task, pipeline = plan.parts, plan.task, plan.pipeline
     run = Run(
         cfg.folder,
@@ -192,9 +199,11 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
                 run.save_checkpoint(done.step, state, model=model, tokenizer=tokenizer)
             bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
 
-    if plan.lora is not None:  # the merged model at the run's root, its adapters in model/adapter
-        lora.export(policies(0).model, policies(0).tokenizer, run.dir / "model")
     before, after = done.evals[0], done.evals[-1]
+    card = model_card(run.dir, cfg, plan.resolved, done.evals)
+    # with LoRA: the merged weights in model/, the adapters alone in model/adapter
+    final = lora.for_saving(policies(0).model)
+    save_final_model(run.dir, final, policies(0).tokenizer, card)
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
     rows = run.metrics("train")
     summary = summary_table(cfg, before, after, rows, done.elapsed, done.step, done.budget.samples)
@@ -208,12 +217,12 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     optimisers and lr schedules, and the frozen reference model when a KL needs one (with
     LoRA, the policy's own model, scored with its adapters off: no second copy)."""
     parts = plan.parts
-    model, tokenizer = load_model(cfg.model)
+    model, tokenizer = plan.objects.model_and_tokenizer(cfg.model)
     if plan.lora is not None:
         model = lora.apply_lora(model, plan.lora)
     reference = None
     if needs_reference(parts):  # with LoRA: the policy's own model, its adapters off
-        reference = model if plan.lora else load_model(cfg.model)[0].eval().requires_grad_(False)
+        reference = model if plan.lora else plan.objects.reference(cfg.model)
     sampling = Sampling(
         temperature=cfg.temperature,
         top_p=cfg.top_p,
@@ -295,9 +304,10 @@ def learn_all(policies: PolicySet, parts, batch, advantages, cfg, generator, pip
     return out
 
 
-def compose(cfg: TrainConfig) -> Plan:
+def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
     """The run's components, task, rewards, training prompts and stages, every option
     checked before any model loads or any folder is made."""
+    objects = objects or RunObjects()
     parts = components(
         cfg.algo,
         max_new_tokens=cfg.max_new_tokens,
@@ -317,9 +327,9 @@ def compose(cfg: TrainConfig) -> Plan:
             f"{cfg.algo!r}: a critic learns the targets of GAE; its advantage estimator "
             f"{parts.advantage.name!r} has none (use advantage gae)"
         )
-    task = tasks.get(cfg.task, **cfg.task_knobs)
+    task = objects.task or tasks.get(cfg.task, **cfg.task_knobs)
     if isinstance(task, tasks.FileTask):  # every prompt + max_new_tokens fits the context
-        task.check_fits(cfg.model, cfg.max_new_tokens)
+        objects.check_fits(task, cfg.model, cfg.max_new_tokens)
     # the task's own verifier, built with this run's knobs, answers to the task's name
     default_reward = task.name if cfg.task in tasks.names() else task.reward_name
     reward_fn = rewards.combine(
@@ -376,8 +386,21 @@ def compose(cfg: TrainConfig) -> Plan:
             f"adapters does not undo, so {cfg.algo}'s KL reference would drift from the initial "
             "model; accepted with a KL: bias none (or switch the KL off)"
         )
+    if objects:
+        resolved["objects"] = objects.describe()
     return Plan(
-        parts, task, reward_fn, pool, pipeline, resolved, agent, roles, grouping, eval_n, adapters
+        parts,
+        task,
+        reward_fn,
+        pool,
+        pipeline,
+        resolved,
+        agent,
+        roles,
+        grouping,
+        eval_n,
+        adapters,
+        objects,
     )
 
 
