@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import policylab
-from policylab import lora
+from policylab import lora, models
 from policylab.config import ConfigError, TrainConfig, load, parse_overrides
 from policylab.models import load_model, sequence_logprobs
 from policylab.trainers import llm
@@ -198,8 +198,8 @@ def lora_run(small_model_dir, folder, **fields):
 
 def test_train_with_lora_end_to_end(small_model_dir, tmp_path, monkeypatch):
     loads = []
-    real_load = llm.load_model
-    monkeypatch.setattr(llm, "load_model", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    real_load = models.load_model  # the trainer loads through policylab.objects → models
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: loads.append(a) or real_load(*a, **k))
     reference_models = []
     real_reference = llm.reference_logprobs
 

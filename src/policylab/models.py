@@ -9,12 +9,15 @@ from `transformers`, small enough to train and run on a laptop CPU.
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+
+log = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).parent / "assets"
 TINY = ASSETS / "tiny"  # the shipped model and tokenizer
@@ -145,10 +148,8 @@ def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = tor
     """(model, tokenizer) from "tiny", a local folder or a hub id, via `from_pretrained`.
 
     A tokenizer without a pad token pads with its eos (else bos, else unk) token:
-    `policylab.prompting.ensure_pad_token`."""
+    `ensure_pad_token`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from policylab.prompting import ensure_pad_token
 
     path = resolve_model_path(name_or_path)
     try:
@@ -165,6 +166,31 @@ def load_model(name_or_path: str | Path = TINY_NAME, *, dtype: torch.dtype = tor
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     return model, tokenizer
+
+
+PAD_FALLBACKS = ("eos_token", "bos_token", "unk_token")
+
+
+def ensure_pad_token(tokenizer, model: str = "") -> None:
+    """Give a tokenizer without a pad token one of its own special tokens as pad: eos,
+    else bos, else unk (common for hub models: Llama, GPT-2 and Qwen base checkpoints
+    have no pad token). The pad id only fills positions the attention mask hides and
+    rows that already ended, and decoding skips special tokens, so any special token
+    serves and the model needs no new embedding row (a new row would be a token the
+    policy could sample). A tokenizer with none of them is a ValueError naming the fix."""
+    if tokenizer.pad_token is not None:
+        return
+    for name in PAD_FALLBACKS:
+        token = getattr(tokenizer, name, None)
+        if token is not None:
+            tokenizer.pad_token = token
+            log.info("%s: no pad token; padding with its %s %r", model or "tokenizer", name, token)
+            return
+    raise ValueError(
+        f"model {model!r}: its tokenizer has no pad token and no eos, bos or unk token to "
+        "pad with. Add one and save it with the model: tokenizer.add_special_tokens("
+        "{'pad_token': '<pad>'}); model.resize_token_embeddings(len(tokenizer))"
+    )
 
 
 def count_parameters(model) -> int:

@@ -19,6 +19,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from policylab.models import ensure_pad_token  # noqa: F401  (re-exported: its home is models.py)
+
 log = logging.getLogger(__name__)
 
 SHOWN_CHARACTERS = 60  # of a prompt named in an error
@@ -136,29 +138,4 @@ def check_room(
         f"model's context has {max_positions} (its config's {' or '.join(CONTEXT_FIELDS)}), "
         f"so prompts may be at most {max(room, 0)} tokens{others}. Shorten or drop the long "
         "prompts from the data, lower max_new_tokens, or use a model with a longer context"
-    )
-
-
-PAD_FALLBACKS = ("eos_token", "bos_token", "unk_token")
-
-
-def ensure_pad_token(tokenizer, model: str = "") -> None:
-    """Give a tokenizer without a pad token one of its own special tokens as pad: eos,
-    else bos, else unk (common for hub models: Llama, GPT-2 and Qwen base checkpoints
-    have no pad token). The pad id only fills positions the attention mask hides and
-    rows that already ended, and decoding skips special tokens, so any special token
-    serves and the model needs no new embedding row (a new row would be a token the
-    policy could sample). A tokenizer with none of them is a ValueError naming the fix."""
-    if tokenizer.pad_token is not None:
-        return
-    for name in PAD_FALLBACKS:
-        token = getattr(tokenizer, name, None)
-        if token is not None:
-            tokenizer.pad_token = token
-            log.info("%s: no pad token; padding with its %s %r", model or "tokenizer", name, token)
-            return
-    raise ValueError(
-        f"model {model!r}: its tokenizer has no pad token and no eos, bos or unk token to "
-        "pad with. Add one and save it with the model: tokenizer.add_special_tokens("
-        "{'pad_token': '<pad>'}); model.resize_token_embeddings(len(tokenizer))"
     )
