@@ -26,6 +26,7 @@ from policylab.algebra.advantages import Estimate, group_stats, value_targets
 from policylab.algebra.options import build_options
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
+from policylab.devices import Precision, place
 from policylab.engines import Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
@@ -187,10 +188,14 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     """The policies (one per role under the per_role regime, else one) with their
     optimisers and lr schedules, and the frozen reference model when a KL needs one."""
     parts = plan.parts
+    precision = Precision.of(cfg.device, cfg.dtype)  # float32 weights; autocast forwards
     model, tokenizer = load_model(cfg.model)
+    place(model, precision, gradient_checkpointing=cfg.gradient_checkpointing)
     kl_in_reward = getattr(parts.advantage.options, "kl_coef", 0.0) > 0
     needs_ref = parts.loss.options.needs_reference or kl_in_reward
-    reference = load_model(cfg.model)[0].eval().requires_grad_(False) if needs_ref else None
+    reference = None
+    if needs_ref:  # placed as the policy, so that it scores as the initial policy did
+        reference = place(load_model(cfg.model)[0], precision).eval().requires_grad_(False)
     sampling = Sampling(
         temperature=cfg.temperature,
         top_p=cfg.top_p,
@@ -200,7 +205,7 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     )
     policy = LanguageModelPolicy(
         model, tokenizer, sampling=sampling, value_head=parts.value is not None
-    )
+    ).to(precision.device)
     updates = cfg.steps * cfg.epochs * cfg.minibatches
 
     def optimiser_of(member: LanguageModelPolicy):
@@ -208,7 +213,10 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, updates))
 
     regime = plan.agent.regime if plan.agent is not None else "shared"
-    return PolicySet.build(policy, len(plan.roles), regime, optimiser_of), reference
+    policies = PolicySet.build(policy, len(plan.roles), regime, optimiser_of)
+    for member in policies.members:
+        member.scaler = precision.grad_scaler()  # float16 only
+    return policies, reference
 
 
 def make_workflow(cfg: TrainConfig, plan: Plan, policies: PolicySet, generator):
@@ -258,6 +266,7 @@ def learn_all(policies: PolicySet, parts, batch, advantages, cfg, generator, pip
             generator,
             token_mask=pipeline.token_mask,
             value_loss=parts.value,
+            scaler=member.scaler,
         )
         prefix = f"p{k}/" if len(policies) > 1 else ""
         out.update({prefix + name: value for name, value in metrics.items()})
