@@ -45,13 +45,16 @@ class TinyConfig:
     max_position_embeddings: int = 128
 
 
-def build_tokenizer():
-    """The character-level fast tokenizer, as a `PreTrainedTokenizerFast`."""
+def build_tokenizer(filler_tokens: int = 0):
+    """The character-level fast tokenizer, as a `PreTrainedTokenizerFast`. `filler_tokens`
+    appends that many tokens that no text encodes to (<t0>, <t1>, ...): a vocabulary the
+    size of a real model's for benchmarks (benchmarks/gpu_smoke.py); 0 = the shipped one."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = [PAD, EOS, UNK]
-    vocab = {tok: i for i, tok in enumerate(specials + CHARACTERS)}
+    fillers = [f"<t{i}>" for i in range(filler_tokens)]
+    vocab = {tok: i for i, tok in enumerate(specials + CHARACTERS + fillers)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()
