@@ -53,8 +53,7 @@ TINY = dict(
     vocab_size=160,
 )
 PARITY = (
-    "def parity(prompts, completions, **kw):\n"
-    "    return [float(len(c) % 2) for c in completions]\n"
+    "def parity(prompts, completions, **kw):\n    return [float(len(c) % 2) for c in completions]\n"
 )
 
 

@@ -240,7 +240,12 @@ def response_forward(
     log-probs and entropy stay 0 wherever response_mask is 0.
 
     `with_hidden`: the final hidden state before each response token, with gradient (what
-    a value head reads: V(s_t) of the context that token t is sampled from)."""
+    a value head reads: V(s_t) of the context that token t is sampled from).
+
+    The forward pass runs on the model's device, under the autocast `devices.place` gave
+    the model (none by default), with activation checkpointing when it is enabled; the
+    log-probs come from `selective_logprobs` (float32, never the whole [B, T, V] float32
+    log-softmax) and go back to the device of `response_ids`."""
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)
