@@ -8,15 +8,16 @@ scaling (`torch.amp.GradScaler`) because its gradients underflow. Log-probs, rat
 losses and advantages stay float32 (algebra/precision.py).
 
 The trainer marks a model with `place`; the two places that run a forward pass
-(models.py `response_forward`, engines/hf.py) enter `autocast_for(model)`. The mark is a
-plain attribute, so it follows the model through `copy.deepcopy` (per-role policies) and
-costs nothing at float32, where `autocast_for` is a null context.
+(models.py `response_forward`, engines/hf.py) enter `autocast_for(model)`, and the
+learner's forward also `checkpointing_for(model)`. The mark is a plain attribute, so it
+follows the model through `copy.deepcopy` (per-role policies) and costs nothing at
+float32, where `autocast_for` is a null context.
 """
 
 from __future__ import annotations
 
 import re
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -114,3 +115,26 @@ def autocast_for(model) -> AbstractContextManager:
     it with a mixed precision)."""
     precision = precision_of(model)
     return precision.autocast() if precision is not None else nullcontext()
+
+
+@contextmanager
+def checkpointing_for(model):
+    """The context of a learner's forward pass: the activation checkpointing that `place`
+    enabled is on while gradients are taken. transformers checkpoints a layer only while
+    that layer is in training mode; policylab keeps its models in eval mode (no dropout:
+    the learner's log-probs must equal the sampler's), so only the checkpointed layers'
+    own flags are set, and only for the duration of the call."""
+    layers = []
+    if torch.is_grad_enabled():
+        layers = [
+            m
+            for m in model.modules()
+            if getattr(m, "gradient_checkpointing", False) is True and not m.training
+        ]
+    for layer in layers:
+        layer.training = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.training = False

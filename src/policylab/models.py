@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 import string
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from policylab.devices import autocast_for
+from policylab.devices import autocast_for, checkpointing_for
+from policylab.logprobs import selective_logprobs
 
 ASSETS = Path(__file__).parent / "assets"
 TINY = ASSETS / "tiny"  # the shipped model and tokenizer
@@ -244,8 +244,8 @@ def response_forward(
 
     The forward pass runs on the model's device, under the autocast `devices.place` gave
     the model (none by default), with activation checkpointing when it is enabled; the
-    log-probs come from `selective_logprobs` (float32, never the whole [B, T, V] float32
-    log-softmax) and go back to the device of `response_ids`."""
+    log-probs come from logprobs.py `selective_logprobs` (float32, never the whole
+    [B, T, V] float32 log-softmax) and go back to the device of `response_ids`."""
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)
@@ -261,7 +261,7 @@ def response_forward(
     attention[:, P:] = seen.long()
     ids, attention = ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    with autocast_for(model), _checkpointing(model):
+    with autocast_for(model), checkpointing_for(model):
         output = model(
             input_ids=ids,
             attention_mask=attention,
@@ -283,100 +283,3 @@ def response_forward(
         out.head_input = (hidden.detach().float() / temperature).to(home)
         out.logits = (logits.detach().float() / temperature).to(home)
     return out
-
-
-# float32 elements of logits one chunk of `selective_logprobs` holds (128 MB); a small
-# model's whole batch fits in one chunk, a 152k vocabulary takes 220 positions at a time
-CHUNK_ELEMENTS = 1 << 25
-
-
-def selective_logprobs(
-    logits: torch.Tensor,
-    tokens: torch.Tensor,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-    *,
-    chunk_elements: int = CHUNK_ELEMENTS,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """log softmax(logits / τ)[token] [B, T] (float32, with gradient) and optionally the
-    entropy −Σ_v p_v log p_v [B, T] (float32, no gradient) of `logits` [B, T, V] (any float
-    dtype, any strides with a contiguous last dim) at `tokens` [B, T], τ = `temperature`.
-
-    The full-vocabulary float32 log-softmax is never held: it is formed a chunk of
-    positions at a time (at most `chunk_elements` floats), in the forward pass and again in
-    the backward pass, which keeps only `logits` themselves (TRL's selective_log_softmax
-    does the forward a row at a time; the backward recomputation is ours). The gradient,
-    ∂/∂z_v = g (1[v = token] − p_v) / τ, is autograd's own on each recomputed chunk."""
-    logp, entropy = _SelectedLogprob.apply(
-        logits, tokens, float(temperature), bool(with_entropy), int(chunk_elements)
-    )
-    return logp, entropy if with_entropy else None
-
-
-def _chunks(B: int, T: int, V: int, budget: int):
-    """(row slice, position slice) pieces of a [B, T, V] tensor, each ≤ `budget` elements
-    (or one position when a single position exceeds it)."""
-    if T * V <= budget:
-        rows = max(1, budget // max(T * V, 1))
-        for b in range(0, B, rows):
-            yield slice(b, b + rows), slice(None)
-        return
-    width = max(1, budget // V)
-    for b in range(B):
-        for t in range(0, T, width):
-            yield slice(b, b + 1), slice(t, t + width)
-
-
-class _SelectedLogprob(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, logits, tokens, temperature, with_entropy, chunk_elements):
-        B, T, V = logits.shape
-        logp = torch.empty((B, T), dtype=torch.float32, device=logits.device)
-        entropy = torch.zeros((B, T) if with_entropy else (0,), device=logits.device)
-        for rows, cols in _chunks(B, T, V, chunk_elements):
-            lp = torch.log_softmax(logits[rows, cols].float() / temperature, dim=-1)
-            logp[rows, cols] = lp.gather(-1, tokens[rows, cols].unsqueeze(-1)).squeeze(-1)
-            if with_entropy:
-                entropy[rows, cols] = -(lp.exp() * lp).sum(-1)
-        ctx.save_for_backward(logits, tokens)
-        ctx.temperature, ctx.chunk_elements = temperature, chunk_elements
-        ctx.mark_non_differentiable(entropy)
-        return logp, entropy
-
-    @staticmethod
-    def backward(ctx, grad_logp, _grad_entropy):
-        logits, tokens = ctx.saved_tensors
-        B, T, V = logits.shape
-        grad = torch.empty_like(logits)
-        for rows, cols in _chunks(B, T, V, ctx.chunk_elements):
-            # the chunk's forward again, differentiated by autograd: the same kernels as
-            # the plain full log_softmax, so float32 gradients equal its own to the bit
-            with torch.enable_grad():
-                z = logits[rows, cols].detach().requires_grad_()
-                lp = torch.log_softmax(z.float() / ctx.temperature, dim=-1)
-                picked = lp.gather(-1, tokens[rows, cols].unsqueeze(-1)).squeeze(-1)
-                (grad[rows, cols],) = torch.autograd.grad(picked, z, grad_logp[rows, cols])
-        return grad, None, None, None, None
-
-
-@contextmanager
-def _checkpointing(model):
-    """Turn on the activation checkpointing of `model`'s layers for this forward pass when
-    it takes gradients. transformers checkpoints a layer only while that layer is in
-    training mode; policylab keeps its models in eval mode (no dropout: the learner's
-    log-probs must equal the sampler's), so only the checkpointed layers' own flags are
-    set, and only for the duration of the call."""
-    layers = []
-    if torch.is_grad_enabled():
-        layers = [
-            m
-            for m in model.modules()
-            if getattr(m, "gradient_checkpointing", False) is True and not m.training
-        ]
-    for layer in layers:
-        layer.training = True
-    try:
-        yield
-    finally:
-        for layer in layers:
-            layer.training = False

@@ -1,4 +1,4 @@
-"""Memory-lean log-probs (models.py `selective_logprobs`): the chunked log-softmax equals
+"""Memory-lean log-probs (logprobs.py `selective_logprobs`): the chunked log-softmax equals
 the plain full-vocabulary one, values and gradients, whatever the chunking, temperature,
 masks and strides; `response_forward` on a real model agrees with the plain formula."""
 
@@ -7,13 +7,8 @@ import math
 import pytest
 import torch
 
-from policylab.models import (
-    TinyConfig,
-    build_model,
-    build_tokenizer,
-    response_forward,
-    selective_logprobs,
-)
+from policylab.logprobs import selective_logprobs
+from policylab.models import TinyConfig, build_model, build_tokenizer, response_forward
 
 
 def plain(logits, tokens, temperature):
