@@ -202,6 +202,19 @@ class TrainConfig(RunSchema):
     task: str = Field("arithmetic", description="embedded task name or a data file/folder")
     task_knobs: dict[str, Any] = Field(default_factory=dict, description="task difficulty knobs")
     model: str = Field("tiny", description='"tiny" (shipped), a local folder or a hub id')
+    device: str = Field(
+        "auto",
+        description='where the model runs: "auto" (cuda when torch sees a GPU, else cpu), '
+        '"cpu", "cuda" or "cuda:N"',
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="precision of forward passes: float32, or bfloat16 / float16 under "
+        "autocast with float32 master weights (float16 with loss scaling)",
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="recompute each layer's activations in backward (less memory)"
+    )
     rewards: dict[str, float] = Field(
         default_factory=dict,
         description="reward name → weight; empty = the task's verifier with weight 1",
@@ -423,6 +436,14 @@ class TrainConfig(RunSchema):
         from policylab.lora import as_config
 
         return as_config(value)
+
+    @field_validator("device")
+    @classmethod
+    def _device_here(cls, value: str) -> str:
+        from policylab.devices import resolve_device
+
+        resolve_device(value)  # the form, and a GPU when one is asked for
+        return value
 
     @field_validator("selection")
     @classmethod

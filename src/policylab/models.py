@@ -17,6 +17,9 @@ from pathlib import Path
 
 import torch
 
+from policylab.devices import autocast_for, checkpointing_for
+from policylab.logprobs import selective_logprobs
+
 log = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).parent / "assets"
@@ -45,13 +48,16 @@ class TinyConfig:
     max_position_embeddings: int = 128
 
 
-def build_tokenizer():
-    """The character-level fast tokenizer, as a `PreTrainedTokenizerFast`."""
+def build_tokenizer(filler_tokens: int = 0):
+    """The character-level fast tokenizer, as a `PreTrainedTokenizerFast`. `filler_tokens`
+    appends that many tokens that no text encodes to (<t0>, <t1>, ...): a vocabulary the
+    size of a real model's for benchmarks (benchmarks/gpu_smoke.py); 0 = the shipped one."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     specials = [PAD, EOS, UNK]
-    vocab = {tok: i for i, tok in enumerate(specials + CHARACTERS)}
+    fillers = [f"<t{i}>" for i in range(filler_tokens)]
+    vocab = {tok: i for i, tok in enumerate(specials + CHARACTERS + fillers)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()
@@ -233,7 +239,9 @@ class ResponseForward:
     entropy: torch.Tensor | None = None  # [B, T], no gradient
     head_input: torch.Tensor | None = None  # [B, T, d] final hidden state / temperature
     logits: torch.Tensor | None = None  # [B, T, V] tempered logits, no gradient
-    hidden: torch.Tensor | None = None  # [B, T, d] final hidden state, with gradient
+    hidden: torch.Tensor | None = None  # [B, T, d] final hidden state, with gradient,
+    # on the model's device (what a value head reads); every other field is on the device
+    # of `response_ids`
 
 
 def response_forward(
@@ -260,7 +268,12 @@ def response_forward(
     log-probs and entropy stay 0 wherever response_mask is 0.
 
     `with_hidden`: the final hidden state before each response token, with gradient (what
-    a value head reads: V(s_t) of the context that token t is sampled from)."""
+    a value head reads: V(s_t) of the context that token t is sampled from).
+
+    The forward pass runs on the model's device, under the autocast `devices.place` gave
+    the model (none by default), with activation checkpointing when it is enabled; the
+    log-probs come from logprobs.py `selective_logprobs` (float32, never the whole
+    [B, T, V] float32 log-softmax) and go back to the device of `response_ids`."""
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)
@@ -276,25 +289,25 @@ def response_forward(
     attention[:, P:] = seen.long()
     ids, attention = ids.to(device), attention.to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    output = model(
-        input_ids=ids,
-        attention_mask=attention,
-        position_ids=positions,
-        output_hidden_states=with_head or with_hidden,
-    )
-    logits = output.logits[:, P - 1 : P + T - 1].float() / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)
+    with autocast_for(model), checkpointing_for(model):
+        output = model(
+            input_ids=ids,
+            attention_mask=attention,
+            position_ids=positions,
+            output_hidden_states=with_head or with_hidden,
+            use_cache=False,
+        )
+    logits = output.logits[:, P - 1 : P + T - 1]  # the model's dtype; never copied whole
+    logp, entropy = selective_logprobs(logits, ids[:, P:], temperature, with_entropy)
+    home = response_ids.device  # results go back where the batch lives (the CPU)
     valid = response_mask.to(device) > 0
-    out = ResponseForward(torch.where(valid, logp, torch.zeros_like(logp)))
+    out = ResponseForward(torch.where(valid, logp, torch.zeros_like(logp)).to(home))
     if with_entropy:
-        with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
-            out.entropy = torch.where(valid, entropy, torch.zeros_like(entropy))
+        out.entropy = torch.where(valid, entropy, torch.zeros_like(entropy)).to(home)
     if with_hidden:
         out.hidden = output.hidden_states[-1][:, P - 1 : P + T - 1]
     if with_head:
         hidden = output.hidden_states[-1][:, P - 1 : P + T - 1]
-        out.head_input = hidden.detach().float() / temperature
-        out.logits = logits.detach()
+        out.head_input = (hidden.detach().float() / temperature).to(home)
+        out.logits = (logits.detach().float() / temperature).to(home)
     return out

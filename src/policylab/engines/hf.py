@@ -15,6 +15,7 @@ import inspect
 
 import torch
 
+from policylab.devices import autocast_for
 from policylab.engines.base import Generations, Sampling
 
 
@@ -51,10 +52,12 @@ class HFEngine:
         if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
             raise ValueError("every prompt needs at least one token")
         device = next(self.model.parameters()).device
+        generator = _generator_on(device, generator)
         was_training = self.model.training
         self.model.eval()
         try:
-            return self._generate(prompt_ids, n, sampling, generator, device)
+            with autocast_for(self.model):
+                return self._generate(prompt_ids, n, sampling, generator, device)
         finally:
             self.model.train(was_training)
 
@@ -139,6 +142,16 @@ def end_token_ids(model, tokenizer) -> list[int]:
     if listed is not None:
         ids.update([listed] if isinstance(listed, int) else listed)
     return sorted(ids)
+
+
+def _generator_on(device: torch.device, generator: torch.Generator | None):
+    """A generator that can draw on `device`: `generator` itself when it lives there, else
+    one seeded from a draw of it, so a seeded CPU generator (the trainer's) still makes
+    GPU sampling reproducible."""
+    if generator is None or generator.device == device:
+        return generator
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    return torch.Generator(device).manual_seed(seed)
 
 
 def _cache_of(output):

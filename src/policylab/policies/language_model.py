@@ -125,5 +125,5 @@ class LanguageModelPolicy(nn.Module):
         values = None
         if self.value_head is not None:
             values = self.value_head(out.hidden.float()).squeeze(-1)
-            values = values * (mask > 0).to(values.device)
+            values = (values * (mask > 0).to(values.device)).to(mask.device)
         return Evaluation(out.logprobs, out.entropy, values, head)

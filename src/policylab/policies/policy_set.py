@@ -23,6 +23,7 @@ class Member:
     optimiser: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     roles: tuple[int, ...]
+    scaler: torch.amp.GradScaler | None = None  # float16 loss scaling (devices.py)
 
 
 class PolicySet:

@@ -26,6 +26,7 @@ from policylab.algebra.advantages import Estimate, group_stats, value_targets
 from policylab.algebra.options import build_options
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
+from policylab.devices import Precision, place
 from policylab.engines import Sampling
 from policylab.evaluate import evaluate
 from policylab.models import load_model, sequence_logprobs
@@ -217,12 +218,15 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     optimisers and lr schedules, and the frozen reference model when a KL needs one (with
     LoRA, the policy's own model, scored with its adapters off: no second copy)."""
     parts = plan.parts
+    precision = Precision.of(cfg.device, cfg.dtype)  # float32 weights; autocast forwards
     model, tokenizer = plan.objects.model_and_tokenizer(cfg.model)
     if plan.lora is not None:
         model = lora.apply_lora(model, plan.lora)
+    place(model, precision, gradient_checkpointing=cfg.gradient_checkpointing)
     reference = None
     if needs_reference(parts):  # with LoRA: the policy's own model, its adapters off
-        reference = model if plan.lora else plan.objects.reference(cfg.model)
+        # placed as the policy, so that it scores as the initial policy did
+        reference = model if plan.lora else place(plan.objects.reference(cfg.model), precision)
     sampling = Sampling(
         temperature=cfg.temperature,
         top_p=cfg.top_p,
@@ -232,7 +236,7 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     )
     policy = LanguageModelPolicy(
         model, tokenizer, sampling=sampling, value_head=parts.value is not None
-    )
+    ).to(precision.device)
     updates = cfg.steps * cfg.epochs * cfg.minibatches
 
     def optimiser_of(member: LanguageModelPolicy):
@@ -241,7 +245,10 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, updates))
 
     regime = plan.agent.regime if plan.agent is not None else "shared"
-    return PolicySet.build(policy, len(plan.roles), regime, optimiser_of), reference
+    policies = PolicySet.build(policy, len(plan.roles), regime, optimiser_of)
+    for member in policies.members:
+        member.scaler = precision.grad_scaler()  # float16 only
+    return policies, reference
 
 
 def needs_reference(parts: Components) -> bool:
@@ -298,6 +305,7 @@ def learn_all(policies: PolicySet, parts, batch, advantages, cfg, generator, pip
             generator,
             token_mask=pipeline.token_mask,
             value_loss=parts.value,
+            scaler=member.scaler,
         )
         prefix = f"p{k}/" if len(policies) > 1 else ""
         out.update({prefix + name: value for name, value in metrics.items()})

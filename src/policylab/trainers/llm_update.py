@@ -26,6 +26,7 @@ def update(
     generator: torch.Generator,
     token_mask=None,
     value_loss=None,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> dict[str, float]:
     """μ epochs; each splits the batch into `minibatches` of whole groups (one optimiser
     step each) and accumulates micro-batches with the minibatch's global normaliser.
@@ -38,8 +39,13 @@ def update(
 
     `value_loss` (recipes with a critic, e.g. PPO with GAE): the policy's value head is fit
     to `batch.extras["returns"]` [B, T] against the rollout-time `batch.values`, added as
-    `cfg.vf_coef` · L_v (the loss's own aggregation over the minibatch)."""
+    `cfg.vf_coef` · L_v (the loss's own aggregation over the minibatch).
+
+    `scaler` (float16, devices.py): each micro-batch's loss is multiplied by the loss scale
+    before backward, the gradients divided by it before clipping, and a step whose
+    gradients overflowed is skipped (torch.amp.GradScaler); None = no scaling."""
     options = loss_fn.options
+    scaling = scaler if scaler is not None else torch.amp.GradScaler("cpu", enabled=False)
     groups = torch.unique(batch.group_ids)
     history: list[dict[str, float]] = []
     mismatch = None
@@ -93,7 +99,7 @@ def update(
                     )
                     loss = loss + cfg.vf_coef * v_loss
                     m.update(vf)
-                loss.backward()
+                scaling.scale(loss).backward()
                 tokens = int(part.response_mask.sum())
                 valid = part.response_mask > 0
                 m["entropy"] = float(entropy[valid].mean()) if tokens else 0.0
@@ -101,10 +107,15 @@ def update(
                     mismatch = float((logp.detach() - part.logprobs)[valid].abs().mean())
                 m["loss"] = float(loss.detach())
                 metrics.append((tokens, m))
+            scaling.unscale_(optimiser)  # (no-op without a scaler)
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip or math.inf)
-            optimiser.step()
+            scaling.step(optimiser)  # optimiser.step(), skipped when a gradient overflowed
+            scaling.update()
             scheduler.step()
-            history.append({**mean_metrics(metrics), "grad_norm": float(norm)})
+            step = {**mean_metrics(metrics), "grad_norm": float(norm)}
+            if scaling.is_enabled():
+                step["loss_scale"] = scaling.get_scale()
+            history.append(step)
     out = mean_metrics([(1, h) for h in history])
     out["engine/logprob_abs_diff"] = mismatch or 0.0
     return out
