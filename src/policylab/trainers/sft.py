@@ -13,13 +13,11 @@ starts from it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import math
 import random
-import re
 import time
 from pathlib import Path
 from typing import Literal
@@ -30,6 +28,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from policylab import tasks
 from policylab.config import Schema
+from policylab.devices import Precision, autocast_for, place, resolve_device
 from policylab.evaluate import evaluate
 from policylab.models import TinyConfig, build_model, build_tokenizer, load_model
 from policylab.policies.language_model import LanguageModelPolicy
@@ -86,10 +85,7 @@ class SFTConfig(Schema):
     max_length: int = Field(
         0, ge=0, description="longest row in tokens (0 = the model's context); longer is an error"
     )
-    device: str = Field(
-        "auto",
-        description="auto (cuda when present, else cpu), cpu, cuda, cuda:N or mps",
-    )
+    device: str = Field("auto", description="auto (cuda when present, else cpu), cpu, cuda, cuda:N")
     dtype: Literal["float32", "bfloat16"] = Field(
         "float32", description="bfloat16: autocast forward passes (weights stay float32)"
     )
@@ -98,9 +94,8 @@ class SFTConfig(Schema):
 
     @field_validator("device")
     @classmethod
-    def _device_name(cls, value: str) -> str:
-        if not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", value):
-            raise ValueError(f"device={value!r}; accepted: auto, cpu, cuda, cuda:N, mps")
+    def _device_here(cls, value: str) -> str:
+        resolve_device(value)  # the form, and a GPU when one is asked for
         return value
 
 
@@ -129,9 +124,12 @@ def sft(cfg: SFTConfig, *, progress: bool = True) -> dict:
             num_hidden_layers=cfg.num_hidden_layers,
         )
         model = build_model(tokenizer, arch, seed=cfg.seed)
-    model.to(_device(cfg.device))
-    if cfg.gradient_checkpointing:
-        _checkpointing(model, "enable")
+    # weights stay float32; forward passes autocast to cfg.dtype (devices.py)
+    place(
+        model,
+        Precision.of(cfg.device, cfg.dtype),
+        gradient_checkpointing=cfg.gradient_checkpointing,
+    )
     pad = _pad_id(tokenizer)
     total = math.ceil(cfg.epochs * len(pool) / cfg.batch_size) if cfg.epochs else cfg.steps
     optimiser = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -144,7 +142,7 @@ def sft(cfg: SFTConfig, *, progress: bool = True) -> dict:
         job = bar.add_task("sft", total=total, loss=float("nan"))
         for step, batch in enumerate(_batches(len(pool), total, cfg, rng)):
             optimiser.zero_grad()
-            with _autocast(model, cfg.dtype):
+            with autocast_for(model):
                 loss = _backward(model, [pool[i] for i in batch], pad, cfg.micro_batch_size)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimiser.step()
@@ -280,7 +278,7 @@ def _heldout(task, tokenizer, max_length: int, cfg: SFTConfig) -> list[tuple]:
 
 def _scores(model, tokenizer, task_objs, heldout, cfg: SFTConfig, step: int) -> dict:
     model.eval()
-    with _autocast(model, cfg.dtype):
+    with autocast_for(model):
         scores = {
             name: _score(model, tokenizer, task, heldout[name], cfg)
             for name, task in task_objs.items()
@@ -314,7 +312,8 @@ def _score(model, tokenizer, task, heldout: list[tuple], cfg: SFTConfig) -> dict
 
 
 def _checkpointing(model, switch: str) -> None:
-    """Activation (gradient) checkpointing on or off, under either transformers name."""
+    """Activation (gradient) checkpointing on or off, under either transformers name (on:
+    devices.place)."""
     new = hasattr(model, "activation_checkpointing_enable")
     getattr(model, f"{'activation' if new else 'gradient'}_checkpointing_{switch}")()
 
@@ -323,20 +322,6 @@ def _pad_id(tokenizer) -> int:
     """Padding is masked out of attention and loss, so any id pads; the tokenizer's own
     when it has one."""
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def _autocast(model, dtype: str):
-    """bfloat16 autocast on the model's device; float32: nothing."""
-    if dtype == "float32":
-        return contextlib.nullcontext()
-    device = next(model.parameters()).device.type
-    return torch.autocast(device_type=device, dtype=torch.bfloat16)
 
 
 def save(model, tokenizer, out: Path, meta: dict) -> None:
