@@ -138,6 +138,10 @@ def test_a_dataset_task_trains_and_a_dataset_dict_keeps_its_splits(tmp_path):
         model=model, tokenizer=tokenizer, task=data, steps=1, run_dir=str(tmp_path / "a"), **FAST
     )
     assert result.steps == 1 and 0 <= result.after["eval/greedy_reward"] <= 1
+    # the run folder does not hold data given in Python: eval names it and asks for a task
+    with pytest.raises(ValueError, match="trained on data given in Python.*name the task"):
+        policylab.evaluate_model(str(tmp_path / "a"), n=2)
+    assert list(policylab.evaluate_model(str(tmp_path / "a"), "arithmetic", n=2)) == ["arithmetic"]
     plain = [{k: v for k, v in r.items() if k != "split"} for r in rows()]
     splits = datasets.DatasetDict(
         train=datasets.Dataset.from_list(plain[:9]), test=datasets.Dataset.from_list(plain[9:])

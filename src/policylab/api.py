@@ -145,6 +145,12 @@ def evaluate_model(
 
     if isinstance(model, str | Path):
         ran = run_settings(model)
+        if task is None and ran.get("data_in_memory"):
+            raise ValueError(
+                f"run {str(model)!r} was trained on data given in Python "
+                f"({ran['data_in_memory']}), which its folder does not hold: name the task "
+                "to evaluate on (task=<name or data file>, or --task)"
+            )
         if task is None and ran.get("task"):
             task, knobs = ran["task"], {**ran.get("task_knobs", {}), **knobs}
         if max_new_tokens is None:

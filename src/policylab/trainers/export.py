@@ -158,6 +158,7 @@ def run_settings(path: str | Path) -> dict[str, Any]:
     return {
         "model_dir": str(model_dir),
         "task": None if is_object(task) else task,
+        "data_in_memory": task if is_object(task) else None,
         "task_knobs": saved.get("task_knobs") or {},
         "max_new_tokens": saved.get("max_new_tokens"),
     }
