@@ -44,8 +44,10 @@ def verifies(task, example: dict) -> bool:
     """Whether `task` has a verifier of its own that can score rows like `example`: every
     embedded task does; a data file's (its `reward=`, exact_answer by default) only when
     the data has the columns it needs (exact_answer needs an answer column)."""
-    reward_name = getattr(task, "reward_name", None)
-    if reward_name is None:
+    from policylab.tasks.files import FileTask
+
+    if not isinstance(task, FileTask):  # an embedded or reasoning-gym task: its own verifier
         return True
+    reward_name = task.reward_name
     columns = [k for k in example if k not in ("prompt", "completion")]
     return not missing_columns(function(reward_name), columns)
