@@ -284,6 +284,12 @@ def test_two_chat_steps_train_the_qwen_model_on_rendered_prompts(qwen_dir, tmp_p
         not torch.equal(p, q) for p, q in zip(before.parameters(), after.parameters(), strict=True)
     ]
     assert any(changed)
+    # `policylab eval --model <run_dir>` renders the held-out prompts as the run did
+    seen["held-out"].clear()
+    policylab.evaluate_model(result.run_dir, n=2)
+    assert seen["held-out"]
+    for row in seen["held-out"]:
+        assert tokenizer.decode(row).startswith("<|im_start|>system\nAnswer briefly.<|im_end|>")
 
 
 # --- context length ---------------------------------------------------------------------

@@ -137,12 +137,16 @@ def evaluate_model(
     a data file). `model`: a run folder (its final model/, else its latest checkpoint's),
     a model folder, "tiny", a hub id, or a model object (with `tokenizer`, None: its own).
     For a run folder, an unset `task` and `max_new_tokens` are the run's (its task_knobs
-    too); otherwise every task and 24 tokens."""
+    too), and prompts are rendered as in its training (chat template or plain text);
+    otherwise every task, 24 tokens, plain text. `n` beyond a task's test split is
+    clamped to it (a warning)."""
     from policylab import objects, tasks
     from policylab.evaluate import evaluate
     from policylab.models import load_model
+    from policylab.prompting import PLAIN, PromptFormat
     from policylab.trainers.export import run_settings
 
+    prompt_format, ran = PLAIN, {}
     if isinstance(model, str | Path):
         ran = run_settings(model)
         if task is None and ran.get("data_in_memory"):
@@ -155,22 +159,31 @@ def evaluate_model(
             task, knobs = ran["task"], {**ran.get("task_knobs", {}), **knobs}
         if max_new_tokens is None:
             max_new_tokens = ran.get("max_new_tokens")
+        if ran.get("chat"):
+            prompt_format = PromptFormat(
+                True, ran["system_prompt"], dict(ran["chat_template_kwargs"])
+            )
+    # the tasks and their held-out sizes are checked before any model loads
+    names = tasks.names() if task in (None, "all") else task.split(",")
+    chosen = {name: tasks.get(name, **knobs) for name in names}
+    sizes = {name: tasks.eval_size(one, n) for name, one in chosen.items()}
+    if isinstance(model, str | Path):
         model, loaded = load_model(ran.get("model_dir", model))
         tokenizer = objects.prepared(tokenizer) if tokenizer is not None else loaded
     else:
         _, given = objects.gather(model=model, tokenizer=tokenizer)
         model, tokenizer = given.model, given.tokenizer
-    names = tasks.names() if task in (None, "all") else task.split(",")
     return {
         name: evaluate(
             model,
             tokenizer,
-            tasks.get(name, **knobs),
-            n=n,
+            one,
+            n=sizes[name],
             seed=seed,
             max_new_tokens=max_new_tokens or 24,
+            prompt_format=prompt_format,
         ).as_dict()
-        for name in names
+        for name, one in chosen.items()
     }
 
 

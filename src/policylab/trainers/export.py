@@ -161,4 +161,8 @@ def run_settings(path: str | Path) -> dict[str, Any]:
         "data_in_memory": task if is_object(task) else None,
         "task_knobs": saved.get("task_knobs") or {},
         "max_new_tokens": saved.get("max_new_tokens"),
+        # how its prompts were rendered (chat template or plain text)
+        "chat": bool(saved.get("chat", False)),
+        "system_prompt": saved.get("system_prompt") or "",
+        "chat_template_kwargs": saved.get("chat_template_kwargs") or {},
     }
