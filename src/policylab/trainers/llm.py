@@ -511,22 +511,30 @@ def out_of_budget(cfg: TrainConfig, pipeline: Pipeline, budget: Budget) -> bool:
 
 
 def score_old(batch, reference, policies: PolicySet, cfg: TrainConfig):
-    """The batch with the reference's log-probs (when a KL needs them), the learner's own
-    old log-probs in place of the engine's (with tis_cap; the engine's kept as
-    extras["sampler_logprobs"]) and the critic's values V(s_t) [B, T] at rollout time
-    (recipes with a value head; each policy scores its roles' rows)."""
+    """The batch with the reference's log-probs (when a KL needs them), the critic's
+    values V(s_t) [B, T] at rollout time (recipes with a value head), and with tis_cap the
+    learner's own old log-probs in place of the engine's (kept as
+    extras["sampler_logprobs"], truncated importance sampling's denominator)."""
     if len(batch) == 0:
         return batch
     if reference is not None:
         tokenizer = policies(0).tokenizer
         batch = batch.replace(ref_logprobs=reference_logprobs(reference, batch, cfg, tokenizer))
-    if cfg.tis_cap:  # the update's old log-probs become the learner's; the engine's stay aside
-        sampler = batch.logprobs
-        batch = batch.replace(logprobs=learner_logprobs(batch, policies)).with_extras(
-            {"sampler_logprobs": sampler}
-        )
-    if policies(0).value_head is None:
+    with_values = policies(0).value_head is not None
+    if not (with_values or cfg.tis_cap):
         return batch
+    logprobs, values = learner_scores(batch, policies)
+    if with_values:
+        batch = batch.replace(values=values)
+    if cfg.tis_cap:
+        batch = batch.with_extras({"sampler_logprobs": batch.logprobs}).replace(logprobs=logprobs)
+    return batch
+
+
+def learner_scores(batch, policies: PolicySet) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π_θ_old [B, T] and V(s_t) [B, T] (0 without a value head) of the batch's tokens
+    under the learner before the update; each policy scores its roles' rows."""
+    logprobs = torch.zeros_like(batch.response_mask, dtype=torch.float32)
     values = torch.zeros_like(batch.response_mask, dtype=torch.float32)
     with torch.no_grad():
         for k, member in enumerate(policies.members):
@@ -539,29 +547,11 @@ def score_old(batch, reference, policies: PolicySet, cfg: TrainConfig):
                 observation_mask=part.observation_mask,
                 with_entropy=False,
             )
-            values[slice(None) if rows is None else rows] = out.values.float()
-    return batch.replace(values=values)
-
-
-def learner_logprobs(batch, policies: PolicySet) -> torch.Tensor:
-    """log π_θ_old [B, T] of the batch's tokens under the learner before the update (each
-    policy scores its roles' rows): truncated importance sampling's numerator."""
-    logprobs = torch.zeros_like(batch.logprobs)
-    with torch.no_grad():
-        for k, member in enumerate(policies.members):
-            rows = policies.rows_of(k, batch.agent_ids)
-            part = batch if rows is None else batch.select(rows)
-            out = member.policy.evaluate(
-                part.extras["prompt_ids"],
-                part.response_ids,
-                mask=part.response_mask,
-                observation_mask=part.observation_mask,
-                with_entropy=False,
-            )
-            logprobs[slice(None) if rows is None else rows] = out.logprobs.float().to(
-                logprobs.device
-            )
-    return logprobs
+            where = slice(None) if rows is None else rows
+            logprobs[where] = out.logprobs.float().to(logprobs.device)
+            if out.values is not None:
+                values[where] = out.values.float()
+    return logprobs, values
 
 
 def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.Tensor:
