@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/gpu_smoke.py                # CUDA: Qwen2-0.5B's shape, bf16
     .venv/bin/python benchmarks/gpu_smoke.py --cpu-tiny     # the same path, tiny, on the CPU
+    .venv/bin/python benchmarks/gpu_smoke.py --engine vllm  # generation by a colocated vLLM
 
 The model is randomly initialised from transformers' `Qwen2Config` with Qwen2-0.5B's
 architecture (24 layers, hidden 896, 14 heads / 2 KV heads, a 151,936-token vocabulary,
@@ -15,11 +16,18 @@ Printed: per step the wall time, generated tokens/s (the trainer's `perf/tokens_
 and its generate / learn split; then the mean over the steps after the first (CUDA
 start-up and kernel selection fall in the first) and torch.cuda.max_memory_allocated over
 the whole run. Without a CUDA GPU (and without --cpu-tiny) it says so and exits 0.
+
+`--engine vllm` (the extra vllm, a CUDA GPU) generates with a vLLM engine in the trainer's
+process (engines/vllm.py, colocate mode) that gets the learner's weights after every
+update; each step also prints the sampler/learner log-prob gap (`engine/logprob_gap_mean`
+and `_max`: |log π_vLLM − log π_learner| over the first update's tokens), and
+`--tis-cap C` turns truncated importance sampling on. Without vllm it says so and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import resource
 import sys
@@ -71,7 +79,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--work-dir", default=None, help="keep the model and run folder here")
     p.add_argument("--json", default=None, help="also write the results to this file")
+    p.add_argument("--engine", default="hf", choices=["hf", "vllm"], help="generation engine")
+    p.add_argument("--tis-cap", type=float, default=0.0, help="truncated IS cap C (0 = off)")
+    p.add_argument(
+        "--vllm-gpu-memory-utilization", type=float, default=0.3, help="vLLM's share of the GPU"
+    )
+    p.add_argument("--vllm-max-model-len", type=int, default=2048, help="vLLM's context length")
     args = p.parse_args(argv)
+    if args.cpu_tiny and args.engine == "vllm":
+        p.error("--engine vllm needs a CUDA GPU; --cpu-tiny runs on the CPU")
     if args.cpu_tiny:
         args.device = "cpu"
         args.steps, args.prompts, args.samples = min(args.steps, 2), 2, 4
@@ -103,6 +119,19 @@ def build(folder: Path, shape: dict, seed: int) -> int:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return sum(p.numel() for p in model.parameters())
+
+
+def engine_fields(args: argparse.Namespace) -> dict:
+    """The config's engine fields: nothing for hf; vLLM colocated on the trainer's GPU."""
+    if args.engine == "hf":
+        return {}
+    vllm = {
+        "mode": "colocate",
+        "gpu_memory_utilization": args.vllm_gpu_memory_utilization,
+        "max_model_len": args.vllm_max_model_len,
+        "dtype": args.dtype,
+    }
+    return {"engine": "vllm", "vllm": vllm}
 
 
 def run(args: argparse.Namespace, work: Path) -> dict:
@@ -137,6 +166,8 @@ def run(args: argparse.Namespace, work: Path) -> dict:
             "progress": False,
             "seed": args.seed,
             "run_dir": str(work / "run"),
+            "tis_cap": args.tis_cap,
+            **engine_fields(args),
         },
     )
     if torch.cuda.is_available():
@@ -147,6 +178,8 @@ def run(args: argparse.Namespace, work: Path) -> dict:
     peak = torch.cuda.max_memory_allocated() if cfg.device != "cpu" else None
     return {
         "model": "tiny Qwen2 (CPU)" if args.cpu_tiny else "Qwen2-0.5B shape, random weights",
+        "engine": args.engine,
+        "tis_cap": args.tis_cap,
         "parameters": parameters,
         "device": str(torch.cuda.get_device_name()) if peak is not None else "cpu",
         "dtype": args.dtype,
@@ -164,6 +197,8 @@ def run(args: argparse.Namespace, work: Path) -> dict:
                 "response_length": r["response/length"],
                 "loss": r["loss"],
                 "grad_norm": r["grad_norm"],
+                "logprob_gap_mean": r.get("engine/logprob_gap_mean", 0.0),
+                "logprob_gap_max": r.get("engine/logprob_gap_max", 0.0),
             }
             for r in rows
         ],
@@ -177,20 +212,22 @@ def run(args: argparse.Namespace, work: Path) -> dict:
 def report(result: dict, argv: list[str]) -> str:
     lines = [
         f"# gpu_smoke: {result['model']} ({result['parameters'] / 1e6:.3g} M parameters), "
-        f"{result['dtype']}, on {result['device']}",
+        f"{result['dtype']}, on {result['device']}, engine {result.get('engine', 'hf')}",
         "",
         "command: python benchmarks/gpu_smoke.py " + " ".join(argv),
         f"{result['rows_per_step']} rows per step, up to {result['max_new_tokens']} new tokens "
         f"each; gradient checkpointing {'on' if result['gradient_checkpointing'] else 'off'}",
         "",
-        "| step | s | generated tok/s | generate / learn | length | loss | grad norm |",
-        "|---|---|---|---|---|---|---|",
+        "| step | s | generated tok/s | generate / learn | length | loss | grad norm "
+        "| log-prob gap mean / max |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for s in result["steps"]:
         lines.append(
             f"| {s['step']} | {s['step_s']:.2f} | {s['generated_tokens_per_s']:.0f} | "
             f"{s['generate_frac']:.0%} / {s['learn_frac']:.0%} | {s['response_length']:.1f} | "
-            f"{s['loss']:.4f} | {s['grad_norm']:.3g} |"
+            f"{s['loss']:.4f} | {s['grad_norm']:.3g} | "
+            f"{s['logprob_gap_mean']:.2e} / {s['logprob_gap_max']:.2e} |"
         )
     memory = result["max_memory_allocated_gib"]
     lines += [
@@ -212,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             "gpu_smoke: no CUDA GPU here (torch.cuda.is_available() is False): nothing run. "
             "`--cpu-tiny` runs the same path on a tiny model on the CPU."
         )
+        return 0
+    if args.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        print('gpu_smoke: --engine vllm needs vllm: pip install "policylab[vllm]"; nothing run.')
         return 0
     if args.work_dir:
         work = Path(args.work_dir)

@@ -276,6 +276,25 @@ class TrainConfig(RunSchema):
     temperature: float = Field(1.0, gt=0, description="sampling temperature (> 0 to train)")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
     top_k: int = Field(0, ge=0, description="top-k sampling (0 = off)")
+    engine: Literal["hf", "vllm"] = Field(
+        "hf",
+        description="generation engine: hf (transformers, shares the learner's model) or vllm "
+        "(extra vllm, a CUDA GPU; options in `vllm`)",
+    )
+    vllm: dict[str, Any] = Field(
+        default_factory=dict,
+        description="engine=vllm: options mode (colocate | server), server_url, timeout_s, "
+        "gpu_memory_utilization, dtype, max_model_len, enforce_eager, logprobs_mode, "
+        "group_port (docs/scale.md); {} = the defaults",
+    )
+    tis_cap: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="truncated importance sampling between the engine and the learner: each "
+        "token's advantage × min(π_learner_old / π_sampler, tis_cap), the learner's old "
+        "log-probs recomputed before the update (0 = off; TRL's vllm_importance_sampling_cap)",
+    )
     max_new_tokens: int = Field(24, ge=1, description="generation budget (also Dr. GRPO's L_max)")
     stop_strings: list[str] = Field(default_factory=list, description="extra stop strings")
     chat: bool = Field(
@@ -437,6 +456,13 @@ class TrainConfig(RunSchema):
 
         return as_config(value)
 
+    @field_validator("vllm", mode="before")
+    @classmethod
+    def _vllm_options(cls, value: Any) -> dict[str, Any]:
+        from policylab.engines.vllm import as_config
+
+        return as_config(value)
+
     @field_validator("device")
     @classmethod
     def _device_here(cls, value: str) -> str:
@@ -465,6 +491,20 @@ class TrainConfig(RunSchema):
     @classmethod
     def _known_augment(cls, value: str) -> str:
         return value if value == "none" else _stage_of_kind(value, "augment")
+
+    @model_validator(mode="after")
+    def _engine_installed(self) -> TrainConfig:
+        if self.engine != "vllm":
+            if self.vllm:
+                raise ValueError(
+                    f"vllm = {self.vllm} sets options of the vLLM engine, which engine = "
+                    f"{self.engine!r} does not use; set engine = 'vllm' (or drop vllm)"
+                )
+            return self
+        from policylab.engines.vllm import require_vllm
+
+        require_vllm(ValueError)  # before any model loads
+        return self
 
     @model_validator(mode="after")
     def _chat_fields_need_chat(self) -> TrainConfig:

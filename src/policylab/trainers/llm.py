@@ -27,10 +27,10 @@ from policylab.algebra.options import build_options
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
 from policylab.devices import Precision, place
-from policylab.engines import Sampling
+from policylab.engines import Sampling, make_engine
 from policylab.evaluate import evaluate
-from policylab.models import load_model, sequence_logprobs
-from policylab.objects import RunObjects
+from policylab.models import load_model, resolve_model_path, sequence_logprobs
+from policylab.objects import RunObjects, is_object
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
 from policylab.prompting import PromptFormat, check_chat_template
@@ -129,6 +129,7 @@ def train(
     pipeline.setup(ctx)  # e.g. the offline set, sampled (and charged) or read back
     if resume and (restored := run.load_checkpoint()) is not None:
         restore(restored, policies, pipeline, generator, done)
+        sync_engines(policies)  # the engine samples from the restored weights
         log.info("resumed %s at step %d", run.dir, done.step)
     source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
     unscored = rewards.UnscoredSteps(cfg.max_unscored_steps)
@@ -181,6 +182,7 @@ def train(
             learn = {}
             if kept:
                 learn = learn_all(policies, parts, batch, advantages, cfg, generator, pipeline)
+                sync_engines(policies)  # the next rollouts sample from the updated weights
             t3 = time.perf_counter()
             source.update(collected)
             # 4. metrics, samples, evaluation, checkpoint
@@ -234,8 +236,11 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
         max_new_tokens=cfg.max_new_tokens,
         stop_strings=tuple(cfg.stop_strings),
     )
+    engine = make_engine(
+        cfg.engine, cfg.vllm, model, tokenizer, model_path=_model_path(cfg.model), seed=cfg.seed
+    )
     policy = LanguageModelPolicy(
-        model, tokenizer, sampling=sampling, value_head=parts.value is not None
+        model, tokenizer, sampling=sampling, engine=engine, value_head=parts.value is not None
     ).to(precision.device)
     updates = cfg.steps * cfg.epochs * cfg.minibatches
 
@@ -249,6 +254,19 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     for member in policies.members:
         member.scaler = precision.grad_scaler()  # float16 only
     return policies, reference
+
+
+def _model_path(name: str) -> str:
+    """What a colocated vLLM loads: the model's folder or hub id ("" for a model object,
+    which `compose` refuses with engine=vllm)."""
+    return "" if is_object(name) else resolve_model_path(name)
+
+
+def sync_engines(policies: PolicySet) -> None:
+    """Each policy's engine gets its model's current weights (HFEngine shares the model
+    object: nothing moves; vLLM: engines/vllm.py)."""
+    for member in policies.members:
+        member.policy.engine.load_weights(member.policy.model.state_dict())
 
 
 def needs_reference(parts: Components) -> bool:
@@ -396,6 +414,7 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
         )
     if objects:
         resolved["objects"] = objects.describe()
+    check_engine(cfg, agent, adapters)
     return Plan(
         parts,
         task,
@@ -410,6 +429,24 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
         adapters,
         objects,
     )
+
+
+def check_engine(cfg: TrainConfig, agent: AgentOptions | None, adapters) -> None:
+    """engine=vllm: one policy of full weights that vLLM can load by name."""
+    if cfg.engine != "vllm":
+        return
+    if agent is not None and agent.regime != "shared":
+        raise ConfigError(
+            f"engine=vllm with agent.regime = {agent.regime!r}: one vLLM engine serves one "
+            "policy; accepted: regime shared (or engine hf)"
+        )
+    if adapters is not None:
+        raise ConfigError("engine=vllm does not sync LoRA adapters yet: drop lora (or engine hf)")
+    if is_object(cfg.model) and cfg.vllm.get("mode", "colocate") == "colocate":
+        raise ConfigError(
+            "engine=vllm (colocate) loads the model from a folder or hub id; a model given "
+            "as a Python object has none: save it (save_pretrained) and pass its folder"
+        )
 
 
 def agent_plan(cfg: TrainConfig, parts: Components, task, example: dict):
@@ -474,16 +511,30 @@ def out_of_budget(cfg: TrainConfig, pipeline: Pipeline, budget: Budget) -> bool:
 
 
 def score_old(batch, reference, policies: PolicySet, cfg: TrainConfig):
-    """The batch with the reference's log-probs (when a KL needs them) and the critic's
-    values V(s_t) [B, T] at rollout time (recipes with a value head; each policy scores
-    its roles' rows)."""
+    """The batch with the reference's log-probs (when a KL needs them), the critic's
+    values V(s_t) [B, T] at rollout time (recipes with a value head), and with tis_cap the
+    learner's own old log-probs in place of the engine's (kept as
+    extras["sampler_logprobs"], truncated importance sampling's denominator)."""
     if len(batch) == 0:
         return batch
     if reference is not None:
         tokenizer = policies(0).tokenizer
         batch = batch.replace(ref_logprobs=reference_logprobs(reference, batch, cfg, tokenizer))
-    if policies(0).value_head is None:
+    with_values = policies(0).value_head is not None
+    if not (with_values or cfg.tis_cap):
         return batch
+    logprobs, values = learner_scores(batch, policies)
+    if with_values:
+        batch = batch.replace(values=values)
+    if cfg.tis_cap:
+        batch = batch.with_extras({"sampler_logprobs": batch.logprobs}).replace(logprobs=logprobs)
+    return batch
+
+
+def learner_scores(batch, policies: PolicySet) -> tuple[torch.Tensor, torch.Tensor]:
+    """log π_θ_old [B, T] and V(s_t) [B, T] (0 without a value head) of the batch's tokens
+    under the learner before the update; each policy scores its roles' rows."""
+    logprobs = torch.zeros_like(batch.response_mask, dtype=torch.float32)
     values = torch.zeros_like(batch.response_mask, dtype=torch.float32)
     with torch.no_grad():
         for k, member in enumerate(policies.members):
@@ -496,8 +547,11 @@ def score_old(batch, reference, policies: PolicySet, cfg: TrainConfig):
                 observation_mask=part.observation_mask,
                 with_entropy=False,
             )
-            values[slice(None) if rows is None else rows] = out.values.float()
-    return batch.replace(values=values)
+            where = slice(None) if rows is None else rows
+            logprobs[where] = out.logprobs.float().to(logprobs.device)
+            if out.values is not None:
+                values[where] = out.values.float()
+    return logprobs, values
 
 
 def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.Tensor:

@@ -11,6 +11,7 @@ import math
 import torch
 
 from policylab.algebra.aggregate import global_normaliser
+from policylab.algebra.tis import logprob_gap, truncated_is_weights
 from policylab.config import TrainConfig
 from policylab.trainers.run import mean_metrics
 
@@ -49,6 +50,7 @@ def update(
     groups = torch.unique(batch.group_ids)
     history: list[dict[str, float]] = []
     mismatch = None
+    gaps: list[tuple[int, float, float]] = []  # (tokens, mean, max) before the first step
     for _ in range(cfg.epochs):
         order = groups[torch.randperm(len(groups), generator=generator)]
         for chosen in order.chunk(cfg.minibatches):
@@ -79,6 +81,14 @@ def update(
                     lr = scheduler.get_last_lr()[0]
                     chosen = token_mask.mask(part, part_adv, forward.head, lr)
                     kept, masked = kept * chosen.token_weight, chosen.metrics
+                sampler = part.extras.get("sampler_logprobs", part.logprobs)
+                if not history:  # policy unchanged yet: the engine's log-probs vs the learner's
+                    real = part.response_mask
+                    gaps.append((int(real.sum()), *logprob_gap(logp, sampler, real)))
+                if cfg.tis_cap:  # each token's term × min(π_θ_old / π_sampler, C), detached
+                    part_adv = part_adv * truncated_is_weights(
+                        part.logprobs, sampler, part.response_mask, cfg.tis_cap
+                    )
                 loss, m = loss_fn(
                     logprobs=logp,
                     old_logprobs=part.logprobs,
@@ -118,6 +128,9 @@ def update(
             history.append(step)
     out = mean_metrics([(1, h) for h in history])
     out["engine/logprob_abs_diff"] = mismatch or 0.0
+    counted = sum(t for t, _, _ in gaps)
+    out["engine/logprob_gap_mean"] = sum(t * g for t, g, _ in gaps) / max(counted, 1)
+    out["engine/logprob_gap_max"] = max((g for _, _, g in gaps), default=0.0)
     return out
 
 
