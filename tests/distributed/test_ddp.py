@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from policylab.algebra.aggregate import global_normaliser
-from policylab.config import TrainConfig, load
+from policylab.config import ConfigError, TrainConfig, load
 from policylab.distributed import launch
-from policylab.distributed.ddp import DataParallel, ShardedWorkflow
+from policylab.distributed.ddp import DataParallel, ShardedWorkflow, check
 from policylab.models import TinyConfig, build_model, build_tokenizer
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.recipes.compose import components
@@ -228,6 +228,19 @@ def test_ddp_options_are_checked_before_anything_starts():
         load(TrainConfig, None, {**FAST_LLM, "workers": 2})
     with pytest.raises(ValueError, match="distributed='fsdp' is not valid"):
         load(TrainConfig, None, {**FAST_LLM, "distributed": "fsdp"})
+
+
+@pytest.mark.parametrize(
+    "fields, refused",
+    [({"sampler": "vas"}, "stage 'vas'"), ({"algo": "capo"}, "stage 'capo'")],
+)
+def test_what_ddp_does_not_support_is_refused_before_a_model_loads(fields, refused):
+    from policylab.trainers.llm import compose
+
+    cfg = load(TrainConfig, None, {**FAST_LLM, **fields, "distributed": "ddp", "workers": 2})
+    with pytest.raises(ConfigError, match=f"distributed=ddp does not support {refused}"):
+        check(compose(cfg), launch.World(0, 2))
+    check(compose(cfg), launch.SINGLE)  # one process: everything is supported
 
 
 def test_single_process_defaults_are_unchanged():

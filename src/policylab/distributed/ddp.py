@@ -65,6 +65,12 @@ def start(train_fn, cfg, **kwargs):
     spawned processes. Callbacks run on rank 0 only."""
     env = launch.env_world()
     if env is None:
+        gpus = torch.cuda.device_count()
+        if launch.backend_for(cfg.device) == "nccl" and cfg.workers > gpus:
+            raise ConfigError(
+                f"workers = {cfg.workers} on device {cfg.device!r}: each process needs its own "
+                f"GPU and this machine has {gpus}; accepted workers 1 .. {gpus}, or device=cpu"
+            )
         threads = max(1, torch.get_num_threads() // cfg.workers)
         return launch.spawn(
             _train_rank, cfg.workers, train_fn, cfg, kwargs, device=cfg.device, threads=threads
@@ -82,11 +88,12 @@ def start(train_fn, cfg, **kwargs):
 
 
 def _train_rank(train_fn, cfg, kwargs: dict):
-    world = launch.current()
-    if not world.is_main:  # one progress bar, and rank 0's callbacks only
-        cfg = cfg.model_copy(update={"progress": False})
-        kwargs = {**kwargs, "callbacks": ()}
-    return train_fn(cfg, **kwargs)
+    if launch.current().is_main:
+        return train_fn(cfg, **kwargs)
+    # one progress bar, rank 0's callbacks only, and the result names rank 0's folder
+    quiet = cfg.model_copy(update={"progress": False})
+    result = train_fn(quiet, **{**kwargs, "callbacks": ()})
+    return dataclasses.replace(result, run_dir=str(cfg.folder))
 
 
 def world_of(cfg) -> World:
@@ -96,8 +103,9 @@ def world_of(cfg) -> World:
 
 def check(plan, world: World) -> None:
     """What DDP does not support yet, refused before any model loads: interactive tasks
-    (episodes), stages that generate outside a round (VAS's scoring pass, offline data)
-    and augmenters (their variants would be rolled out by one rank's decisions)."""
+    (episodes), stages that generate outside a round (VAS's scoring pass, offline data),
+    augmenters (they call the workflow themselves) and learn-time stages (CAPO's state
+    would learn from each rank's micro-batches only, and the ranks would drift apart)."""
     if not world.distributed:
         return
     refused = []
@@ -106,7 +114,7 @@ def check(plan, world: World) -> None:
     refused += [
         f"stage {s.name!r}"
         for s in plan.pipeline
-        if hasattr(s, "prepare") or hasattr(s, "setup") or s.kind == "augment"
+        if hasattr(s, "prepare") or hasattr(s, "setup") or s.kind in ("augment", "learn")
     ]
     if refused:
         raise ConfigError(
@@ -157,8 +165,10 @@ class RankRun(Run):
 
 def run_folder(world: World, run_dir, config: dict, **options) -> Run:
     """A plain `Run` in one process, a `RankRun` in a DDP job."""
-    return RankRun(world, run_dir, config, **options) if world.distributed else Run(
-        run_dir, config, **options
+    return (
+        RankRun(world, run_dir, config, **options)
+        if world.distributed
+        else Run(run_dir, config, **options)
     )
 
 
@@ -260,7 +270,8 @@ class DataParallel:
         touched = flat.new_tensor([float(p.grad is not None) for p in params])
         launch.all_reduce_sum(flat)
         launch.all_reduce_sum(touched)
-        for p, chunk, seen in zip(params, flat.split([p.numel() for p in params]), touched):
+        chunks = flat.split([p.numel() for p in params])
+        for p, chunk, seen in zip(params, chunks, touched, strict=True):
             p.grad = chunk.view_as(p).clone() if seen > 0 else None
 
     def metrics(self, metrics: list) -> list:

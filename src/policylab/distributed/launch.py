@@ -88,7 +88,7 @@ def current() -> World:
 
 
 def backend_for(device: str) -> str:
-    """"nccl" when `device` resolves to a CUDA GPU, else "gloo"."""
+    """ "nccl" when `device` resolves to a CUDA GPU, else "gloo"."""
     return "nccl" if resolve_device(device).type == "cuda" else "gloo"
 
 
