@@ -192,6 +192,7 @@ def _stage_of_kind(name: str, kind: str, exclude: tuple[str, ...] = ()) -> str:
 # of its group (algebra/advantages.py): a group of one gets A = 0, so samples_per_prompt=1
 # would train on nothing. copo, empg and gigpo also keep a term that is not group-relative.
 GROUP_RELATIVE = ("grpo", "dr_grpo", "rloo", "reinforce_pp_baseline")
+DISTRIBUTED = ("none", "ddp")  # how the learner spreads over processes (docs/scale.md)
 
 
 class TrainConfig(RunSchema):
@@ -254,6 +255,14 @@ class TrainConfig(RunSchema):
     )
     micro_batch_rows: int = Field(
         0, ge=0, description="rows per forward/backward (0 = whole minibatch)"
+    )
+    distributed: str = Field(
+        "none",
+        description="none (one process) or ddp: data-parallel learners across processes, "
+        "started by torchrun or with workers=N (docs/scale.md)",
+    )
+    workers: int = Field(
+        1, ge=1, description="distributed=ddp: local processes to start (1 under torchrun)"
     )
     lr: float = Field(
         5e-5, gt=0, description="peak AdamW learning rate (measured: docs/training.md)"
@@ -470,6 +479,29 @@ class TrainConfig(RunSchema):
 
         resolve_device(value)  # the form, and a GPU when one is asked for
         return value
+
+    @model_validator(mode="after")
+    def _distribution(self) -> TrainConfig:
+        if self.distributed not in DISTRIBUTED:
+            raise ValueError(
+                f"distributed={self.distributed!r} is not valid; choices: {', '.join(DISTRIBUTED)}"
+            )
+        if self.workers > 1 and self.distributed == "none":
+            raise ValueError(
+                f"workers={self.workers} with distributed=none: set distributed=ddp to train "
+                "across processes (or workers=1)"
+            )
+        if self.distributed != "none" and self.prompts_per_step % self.workers:
+            raise ValueError(
+                f"workers={self.workers} must divide prompts_per_step={self.prompts_per_step} "
+                "(each process generates an equal share of a step's prompts)"
+            )
+        if self.distributed != "none" and self.workers > 1 and ":" in self.device:
+            raise ValueError(
+                f"device={self.device!r} with workers={self.workers}: each process uses its own "
+                "GPU (cuda:LOCAL_RANK); use device=cuda or auto"
+            )
+        return self
 
     @field_validator("selection")
     @classmethod

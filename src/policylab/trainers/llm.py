@@ -27,6 +27,7 @@ from policylab.algebra.options import build_options
 from policylab.algebra.shaping import shape_rewards
 from policylab.config import ConfigError, TrainConfig
 from policylab.devices import Precision, place
+from policylab.distributed import ddp
 from policylab.engines import Sampling, make_engine
 from policylab.evaluate import evaluate
 from policylab.models import load_model, resolve_model_path, sequence_logprobs
@@ -110,10 +111,15 @@ def train(
     """Train `cfg.model` on `cfg.task` with the algorithm `cfg.algo`; `objects` are the
     model, tokenizer, data or rewards given in Python that `cfg` names (objects.py);
     `callbacks` (policylab.callbacks) hear of each step, evaluation and checkpoint, and may
-    stop it."""
+    stop it. `distributed=ddp`: run on every rank (distributed/ddp.py); rank 0's result."""
+    if ddp.needs_launch(cfg):  # workers=N: start them; under torchrun: join its group
+        return ddp.start(train, cfg, resume=resume, objects=objects, callbacks=callbacks)
+    world = ddp.world_of(cfg)
     plan = compose(cfg, objects)
     parts, task, pipeline = plan.parts, plan.task, plan.pipeline
-    run = Run(
+    ddp.check(plan, world)
+    run = ddp.run_folder(  # a DDP job: rank 0 writes the folder, the others a scratch one
+        world,
         cfg.folder,
         {**cfg.model_dump(), "resolved": plan.resolved},
         resume=resume,
@@ -123,7 +129,9 @@ def train(
     torch.manual_seed(cfg.seed)
     policies, reference = learners(cfg, plan)
     generator = torch.Generator().manual_seed(cfg.seed)
-    workflow = make_workflow(cfg, plan, policies, generator)
+    workflow = make_workflow(cfg, plan, policies, ddp.sampling_generator(generator, world))
+    workflow = ddp.shard(workflow, world, generator)  # DDP: each rank its share of a round
+    ddp.same_start(policies, world)
     done = Progress()
     ctx = StageContext(plan.pool, workflow, done.budget, run.dir, cfg.prompts_per_step)
     pipeline.setup(ctx)  # e.g. the offline set, sampled (and charged) or read back

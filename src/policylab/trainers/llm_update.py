@@ -13,6 +13,7 @@ import torch
 from policylab.algebra.aggregate import global_normaliser
 from policylab.algebra.tis import logprob_gap, truncated_is_weights
 from policylab.config import TrainConfig
+from policylab.distributed.ddp import learner_sync
 from policylab.trainers.run import mean_metrics
 
 
@@ -44,8 +45,13 @@ def update(
 
     `scaler` (float16, devices.py): each micro-batch's loss is multiplied by the loss scale
     before backward, the gradients divided by it before clipping, and a step whose
-    gradients overflowed is skipped (torch.amp.GradScaler); None = no scaling."""
+    gradients overflowed is skipped (torch.amp.GradScaler); None = no scaling.
+
+    `cfg.distributed="ddp"` (distributed/ddp.py): every rank holds the whole batch and
+    fixes the minibatch's normaliser from all of it, forwards its own share of the
+    minibatch's groups, and the ranks' gradients are summed before clipping."""
     options = loss_fn.options
+    sync = learner_sync(cfg)  # one process: all rows are ours, nothing is exchanged
     scaling = scaler if scaler is not None else torch.amp.GradScaler("cpu", enabled=False)
     groups = torch.unique(batch.group_ids)
     history: list[dict[str, float]] = []
@@ -63,11 +69,12 @@ def update(
                 v_norm = global_normaliser(
                     minibatch.response_mask, value_loss.options.loss_agg_mode
                 )
+            minibatch, minibatch_adv = sync.share(minibatch, advantages[rows])
             optimiser.zero_grad(set_to_none=True)
             metrics: list[tuple[int, dict[str, float]]] = []
             for micro in micro_batches(minibatch.group_ids, cfg.micro_batch_rows):
                 part = minibatch.select(micro)
-                part_adv = advantages[rows][micro]
+                part_adv = minibatch_adv[micro]
                 forward = policy.evaluate(
                     part.extras["prompt_ids"],
                     part.response_ids,
@@ -117,6 +124,8 @@ def update(
                     mismatch = float((logp.detach() - part.logprobs)[valid].abs().mean())
                 m["loss"] = float(loss.detach())
                 metrics.append((tokens, m))
+            sync.gradients(policy.parameters())  # DDP: Σ over ranks of the partial gradients
+            metrics = sync.metrics(metrics)
             scaling.unscale_(optimiser)  # (no-op without a scaler)
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip or math.inf)
             scaling.step(optimiser)  # optimiser.step(), skipped when a gradient overflowed
@@ -138,8 +147,8 @@ def micro_batches(group_ids: torch.Tensor, rows: int) -> list[torch.Tensor]:
     """Row indices of each micro-batch: whole groups, in order, each micro-batch at most
     `rows` rows unless one group is larger (0 = everything at once). Whole groups let a
     loss that reads its group (P3O's pairs, PACS's leave-one-out score) see all of it."""
-    if not rows:
-        return [torch.arange(len(group_ids))]
+    if not rows:  # (a DDP rank may hold no group of a small minibatch)
+        return [torch.arange(len(group_ids))] if len(group_ids) else []
     members_of: dict[int, list[int]] = {}
     for i, g in enumerate(group_ids.tolist()):
         members_of.setdefault(g, []).append(i)
