@@ -501,6 +501,12 @@ class TrainConfig(RunSchema):
                 f"device={self.device!r} with workers={self.workers}: each process uses its own "
                 "GPU (cuda:LOCAL_RANK); use device=cuda or auto"
             )
+        if self.distributed != "none" and self.engine != "hf":
+            raise ValueError(
+                f"engine={self.engine!r} with distributed={self.distributed!r}: the data-parallel "
+                "learner generates with each rank's own HF engine; use engine=hf (one vLLM "
+                "engine per rank is not built yet)"
+            )
         return self
 
     @field_validator("selection")

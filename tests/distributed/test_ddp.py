@@ -228,6 +228,8 @@ def test_ddp_options_are_checked_before_anything_starts():
         load(TrainConfig, None, {**FAST_LLM, "workers": 2})
     with pytest.raises(ValueError, match="distributed='fsdp' is not valid"):
         load(TrainConfig, None, {**FAST_LLM, "distributed": "fsdp"})
+    with pytest.raises(ValueError, match="engine='vllm' with distributed='ddp'"):
+        load(TrainConfig, None, {**FAST_LLM, "distributed": "ddp", "workers": 2, "engine": "vllm"})
 
 
 @pytest.mark.parametrize(
