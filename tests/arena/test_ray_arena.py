@@ -7,6 +7,8 @@ import dataclasses
 import os
 import sys
 import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +132,43 @@ def test_a_run_whose_worker_is_killed_resumes_on_retry(tmp_path, cluster, killer
     assert numbers(read_metrics(result.records[0].run_dir)) == numbers(
         read_metrics(local.records[0].run_dir)
     )
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_the_ray_runs_and_ends_their_processes(tmp_path, cluster, monkeypatch):
+    from policylab.arena import runner
+
+    out = tmp_path / "a"
+    log = out / "logs" / "ppo-s0.log"
+
+    def ctrl_c_once_started(run_dir, spec):  # the progress bar's poll, in the driver
+        if _processes_under(out):  # the training process runs on its worker
+            raise KeyboardInterrupt
+        return 0.0, None
+
+    monkeypatch.setattr(runner, "_latest", ctrl_c_once_started)
+    with pytest.raises(KeyboardInterrupt):
+        arena("CartPole-v1", "ppo", [0], budget=128 * 100, overrides=CONTROL, out_dir=out,
+              progress=False, ray=True)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while _processes_under(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_under(out)  # the worker was ended, its training process with it
+    # an interrupted run is neither done nor failed: a re-run resumes or restarts it
+    assert not log.with_suffix(".failed").exists()
+    assert not (out / "runs" / "ppo-s0" / "arena_done.json").exists()
+
+
+def _processes_under(folder):
+    """Processes whose command line names `folder` (the training processes)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if str(folder) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:  # a process that just ended
+            pass
+    return found
 
 
 def test_the_cli_passes_ray_and_gives_back_a_field_it_swallowed(monkeypatch, tmp_path):

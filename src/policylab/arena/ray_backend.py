@@ -4,11 +4,11 @@ A run is what it is without Ray: `runner.run_one` writes its config, starts `pol
 train` in a child process (resumed from the run folder's checkpoint when it has one),
 logs to `logs/<run>.log` and marks it done or failed. Ray only chooses the machine: each
 run is one task that calls `run_one` on its worker, asking for the run's resources —
-`num_cpus` = the run's torch threads (the machine's cores / --jobs, as without Ray, so the
-numbers are the same) and one GPU when the run's device is cuda, or auto on a cluster
-that has GPUs. Without an address the cluster is local, with CPUs for --jobs runs at
-once; with one ("auto", "ray://head:10001") every worker must see the arena folder at
-the same path (a shared file system) and have policylab installed.
+`num_cpus` = the run's torch threads (the machine's cores / --jobs, as without Ray, so
+the numbers are the same; at most a node's CPUs), and one GPU when the run's device is
+cuda, or auto on a cluster that has GPUs. Without an address the cluster is local, with
+CPUs for --jobs runs at once; with one ("auto", "ray://head:10001") every worker must see
+the arena folder at the same path (a shared file system) and have policylab installed.
 
 Faults. A worker that dies (killed, preempted, out of memory) takes its training process
 with it (the child's parent-death signal, processes.py); Ray runs the task again, up to
@@ -79,6 +79,8 @@ class RayRuns:
         self.ray = self._cluster.__enter__()
         self._task = self.ray.remote(attempt)
         self._gpus = self.ray.cluster_resources().get("GPU", 0)
+        nodes = [n["Resources"].get("CPU", 0) for n in self.ray.nodes() if n.get("Alive")]
+        self._node_cpus = max(1, int(max(nodes, default=1)))
         return self
 
     def __exit__(self, *exc: Any) -> bool | None:
@@ -88,9 +90,13 @@ class RayRuns:
         self, folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int, _children=None
     ) -> int | None:
         """The run's exit code once its task ends (retries included); None when the arena
-        was stopped before or during it."""
+        was stopped before or during it. The folder goes to the worker as an absolute path
+        (a worker of a remote cluster has another working directory); a run asks for no
+        more CPUs than the largest node has."""
         from ray.exceptions import RayError, TaskCancelledError
 
+        folder = Path(folder).absolute()
+        threads = min(threads, self._node_cpus)
         options = dict(
             num_cpus=threads,
             num_gpus=gpus_for(run_config_of(folder, spec, algo, seed), self._gpus),
