@@ -30,8 +30,9 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def pool(cluster):
-    """`slow_length` on 2 actors, shared by the tests (an actor takes seconds to start)."""
-    with RayRewardPool(slow_length, workers=2) as pooled:
+    """`slow_length` on 2 actors, shared by the tests (an actor takes seconds to start);
+    half a CPU each, so that another pool of 2 fits the cluster beside it."""
+    with RayRewardPool(slow_length, workers=2, cpus_per_worker=0.5) as pooled:
         yield pooled
 
 
@@ -119,3 +120,15 @@ def test_the_pool_is_called_as_its_function_is():
 def test_fewer_samples_than_actors(pool):
     here, there = both(pool, ["a"])
     assert there.total == here.total == [16]
+
+
+@pytest.mark.slow
+def test_a_reward_loaded_from_a_file_travels_to_the_actors(cluster, tmp_path):
+    from policylab.rewards import load_user_reward
+
+    (tmp_path / "my_rewards.py").write_text(
+        "def shout(prompts, completions, **kw):\n    return [c.count('!') for c in completions]\n"
+    )
+    fn = load_user_reward(f"{tmp_path / 'my_rewards.py'}:shout")  # a module no worker imports
+    with RayRewardPool(fn, workers=2, cpus_per_worker=0.5) as pool:
+        assert pool(["p"] * 3, ["a!", "!!", "b"]) == [1, 2, 0]

@@ -18,12 +18,14 @@ any other (`trainer_state`) goes whole to every actor.
 The actors start at the first call: on the Ray session this process already has, else
 on `address` ("auto", "ray://head:10001"), else on a local cluster of `workers` ×
 `cpus_per_worker` CPUs; `close()` (or a `with` block) ends them and any cluster the pool
-started. `fn` must be picklable by cloudpickle (a module-level function or a closure)."""
+started. The actors import `fn`'s module (install it on a remote cluster's nodes); a
+function defined in `__main__` or loaded from a file (`rewards.py:fn`) is sent by value."""
 
 from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -112,6 +114,7 @@ class RayRewardPool:
         self._stack = ExitStack()
         local_cpus = max(1, round(self.workers * self.cpus_per_worker))
         self.ray = self._stack.enter_context(cluster(self.address, num_cpus=local_cpus))
+        _by_value_if_unimportable(self.fn)
         actor = self.ray.remote(num_cpus=self.cpus_per_worker, max_restarts=MAX_RESTARTS)(_Scorer)
         self._actors = [actor.remote(self.fn) for _ in range(self.workers)]
         return self._actors
@@ -149,6 +152,23 @@ def _slice(values: tuple | dict, n: int, lo: int, hi: int) -> tuple | dict:
     if isinstance(values, dict):
         return {k: v[lo:hi] if _per_sample(v, n) else v for k, v in values.items()}
     return tuple(v[lo:hi] if _per_sample(v, n) else v for v in values)
+
+
+def _by_value_if_unimportable(fn: Callable) -> None:
+    """A function from a module that cannot be imported by name (a reward file loaded as
+    `rewards.py:fn`) travels to the actors by value, not as a reference to its module."""
+    from importlib.machinery import PathFinder
+
+    from ray import cloudpickle
+
+    name = getattr(fn, "__module__", None)
+    module = sys.modules.get(name or "")
+    if module is None or name == "__main__":  # __main__ goes by value already
+        return
+    # searched on sys.path, not in sys.modules (where the loaded file is registered)
+    top = name.partition(".")[0]
+    if top not in sys.builtin_module_names and PathFinder.find_spec(top) is None:
+        cloudpickle.register_pickle_by_value(module)
 
 
 def _picklable(err: BaseException) -> BaseException:
