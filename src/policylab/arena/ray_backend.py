@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from policylab.arena.processes import Children
-from policylab.arena.runner import ArenaSpec, log_path, run_config_of, run_one
 from policylab.ray_cluster import cluster
 
 log = logging.getLogger(__name__)
@@ -47,10 +47,10 @@ class RunKilled(RuntimeError):
         return f"the training process was killed by signal {-self.code}"
 
 
-def attempt(folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int) -> int | None:
-    """One attempt of a run, on a Ray worker: `run_one`, raising `RunKilled` when the
-    training process was killed so that Ray retries it from its checkpoint."""
-    code = run_one(folder, spec, algo, seed, threads, Children())
+def attempt(run: Callable, folder: Path, spec, algo: str, seed: int, threads: int) -> int | None:
+    """One attempt of a run, on a Ray worker: `run` (runner.run_one), raising `RunKilled`
+    when the training process was killed so that Ray retries it from its checkpoint."""
+    code = run(folder, spec, algo, seed, threads, Children())
     if code is not None and code < 0:
         raise RunKilled(code)
     return code
@@ -67,9 +67,20 @@ def gpus_for(config: Any, cluster_gpus: float) -> int:
 class RayRuns:
     """The arena's runs on a Ray cluster, as a context manager that joins the cluster (a
     local one of `local_cpus` CPUs when `address` is None) and leaves it. `run_one` has
-    the signature of `runner.run_one`; `stopped` and `stop()` are those of `Children`."""
+    the signature of `runner.run_one`; `stopped` and `stop()` are those of `Children`.
+    The runner hands over what a run is: `run` (runner.run_one, called on the worker),
+    `config_of` (the run's config, for its device) and `log_of` (its log file)."""
 
-    def __init__(self, address: str | None, *, local_cpus: int) -> None:
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        local_cpus: int,
+        run: Callable[..., int | None],
+        config_of: Callable[..., Any],
+        log_of: Callable[..., Path],
+    ) -> None:
+        self._run, self._config_of, self._log_of = run, config_of, log_of
         self._cluster = cluster(address, num_cpus=local_cpus)
         self._lock = threading.Lock()
         self._running: set = set()
@@ -87,7 +98,7 @@ class RayRuns:
         return self._cluster.__exit__(*exc)
 
     def run_one(
-        self, folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int, _children=None
+        self, folder: Path, spec, algo: str, seed: int, threads: int, _children=None
     ) -> int | None:
         """The run's exit code once its task ends (retries included); None when the arena
         was stopped before or during it. The folder goes to the worker as an absolute path
@@ -99,14 +110,15 @@ class RayRuns:
         threads = min(threads, self._node_cpus)
         options = dict(
             num_cpus=threads,
-            num_gpus=gpus_for(run_config_of(folder, spec, algo, seed), self._gpus),
+            num_gpus=gpus_for(self._config_of(folder, spec, algo, seed), self._gpus),
             max_retries=MAX_RETRIES,
             retry_exceptions=[RunKilled],
         )
         with self._lock:
             if self.stopped:
                 return None
-            ref = self._task.options(**options).remote(folder, spec, algo, seed, threads)
+            task = self._task.options(**options)
+            ref = task.remote(self._run, folder, spec, algo, seed, threads)
             self._running.add(ref)
         try:
             return self.ray.get(ref)
@@ -119,7 +131,7 @@ class RayRuns:
             log.warning(
                 "%s failed after %d retries: %s", spec.run_name(algo, seed), MAX_RETRIES, err
             )
-            log_file = log_path(folder, spec, algo, seed)
+            log_file = self._log_of(folder, spec, algo, seed)
             log_file.parent.mkdir(parents=True, exist_ok=True)
             with log_file.open("a") as out:
                 out.write(f"ray: the run failed after {MAX_RETRIES} retries: {err}\n")

@@ -591,7 +591,9 @@ def _run_all(
         from policylab.arena.ray_backend import RayRuns
 
         # the driver's threads only wait on Ray, which decides how many runs fit at once
-        with RayRuns(None if ray is True else ray, local_cpus=jobs * threads) as runs:
+        address = None if ray is True else ray
+        what = dict(run=run_one, config_of=run_config_of, log_of=log_path)
+        with RayRuns(address, local_cpus=jobs * threads, **what) as runs:
             _train_in_pool(folder, spec, todo, threads, progress, runs.run_one, runs, len(todo))
     else:
         _train_in_pool(folder, spec, todo, threads, progress, run_one, Children(), jobs)
