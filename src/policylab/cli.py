@@ -167,6 +167,7 @@ def _arena(console: Console, args: argparse.Namespace) -> int:
 
     if (args.task is None) == (args.tasks is None):
         raise ValueError("give --task (one task) or --tasks a,b,... (several), not both")
+    ray = _ray_address(args)  # first: a key=value it swallowed goes back to the fields
     settings = dict(
         budget=args.budget,
         jobs=args.jobs,
@@ -175,6 +176,7 @@ def _arena(console: Console, args: argparse.Namespace) -> int:
         threshold=args.threshold,
         out_dir=args.out,
         min_effect=args.min_effect,
+        ray=ray,
     )
     try:
         if args.tasks is not None:
@@ -191,6 +193,18 @@ def _arena(console: Console, args: argparse.Namespace) -> int:
         )
         return 130
     return _print_arena(console, result)
+
+
+def _ray_address(args: argparse.Namespace) -> bool | str:
+    """--ray: False without it, True (a local cluster) alone, else the address. A bare
+    --ray takes the next word as its address; a key=value there is a field, given back."""
+    if args.ray is None:
+        return False
+    if args.ray == "local" or "=" in args.ray:
+        if "=" in args.ray:
+            args.overrides.insert(0, args.ray)
+        return True
+    return args.ray
 
 
 def _report(console: Console, args: argparse.Namespace) -> int:
@@ -446,6 +460,15 @@ def main(argv: list[str] | None = None) -> int:
     ar.add_argument("--baseline", default=None, help="algorithm the others are compared to")
     ar.add_argument("--threshold", type=float, default=None, help="score for 'budget to reach'")
     ar.add_argument("--out", default=None, help="arena folder (default runs/arena-<task>)")
+    ar.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help='every run a Ray task (pip install "policylab[ray]"): on a local cluster, or '
+        "on the cluster at ADDRESS (auto, ray://head:10001); same folders and report",
+    )
     ar.add_argument("overrides", nargs="*", help="key=value fields for every run")
     rep = sub.add_parser("report", help="(re)write an arena's results.md, curves.png, report.html")
     rep.add_argument("arena_dir")

@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -263,6 +264,20 @@ def _check_jobs(jobs: int) -> None:
         raise ValueError(f"--jobs {jobs!r}: expected the number of runs in parallel, 1 or more")
 
 
+def _check_ray(ray: bool | str) -> None:
+    """False, True (a local cluster) or an address; with Ray installed, before any work."""
+    if ray is False:
+        return
+    if ray is not True and not (isinstance(ray, str) and ray.strip()):
+        raise ValueError(
+            f"ray={ray!r}: expected True (a local Ray cluster) or a cluster's address "
+            '("auto", "ray://head:10001")'
+        )
+    from policylab.ray_cluster import import_ray
+
+    import_ray()
+
+
 def arena(
     task: str,
     algos: list[str] | str,
@@ -279,9 +294,14 @@ def arena(
     min_effect: float | None = None,
     pilot_seeds: int = 5,
     max_seeds: int = 30,
+    ray: bool | str = False,
 ) -> ArenaResult:
     """Run (or continue) an arena and write its report; returns the records, the table's
     rows and the report's paths. Usable from a notebook as from `policylab arena`.
+
+    ray=True runs every algorithm × seed as a Ray task on a local cluster of `jobs` runs'
+    worth of CPUs; ray="auto" or "ray://host:10001" on that cluster (arena/ray_backend.py).
+    The runs, their folders and the report are the same as without Ray.
 
     seeds="auto" sizes the arena by power: a pilot of `pilot_seeds` seeds, then as many
     seeds (up to `max_seeds`) as a paired t test needs to detect a difference of
@@ -289,6 +309,7 @@ def arena(
     noisiest comparison's SD (`policylab.arena.power`). Without `seeds`: "auto" when a
     `min_effect` is given, else 3."""
     _check_jobs(jobs)
+    _check_ray(ray)
     if seeds is None:
         seeds = 3 if min_effect is None else "auto"
     if seeds == "auto":
@@ -306,6 +327,7 @@ def arena(
             min_effect=min_effect,
             pilot_seeds=pilot_seeds,
             max_seeds=max_seeds,
+            ray=ray,
         )
     if min_effect is not None:
         raise ValueError(
@@ -324,7 +346,7 @@ def arena(
     )
     folder = Path(out_dir or default_folder(task))
     _save_spec(folder, spec)
-    trained = _run_all(folder, spec, jobs, progress)
+    trained = _run_all(folder, spec, jobs, progress, ray)
     return report(folder, trained=trained)
 
 
@@ -510,11 +532,17 @@ def run_command(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> list[str
     return cmd + (["--resume", str(run_dir)] if latest_checkpoint(run_dir) is not None else [])
 
 
-def _run_one(
+def log_path(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> Path:
+    """A run's console output; beside it `<run>.failed` (the exit code) when it failed."""
+    return folder / "logs" / f"{spec.run_name(algo, seed)}.log"
+
+
+def run_one(
     folder: Path, spec: ArenaSpec, algo: str, seed: int, threads: int, children: Children
 ) -> int | None:
     """Train one run in its own process; its exit code (0: done), None if the arena was
-    stopped meanwhile (the run stays partial: neither done nor failed)."""
+    stopped meanwhile (the run stays partial: neither done nor failed). What a run is,
+    wherever it executes: a Ray task (ray_backend.py) calls this on its worker."""
     if children.stopped:
         return None
     name = spec.run_name(algo, seed)
@@ -523,15 +551,15 @@ def _run_one(
     if latest_checkpoint(run_dir) is None and run_dir.exists():
         shutil.rmtree(run_dir)  # started but never checkpointed: start again from nothing
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    log_path = folder / "logs" / f"{name}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    failed = log_path.with_suffix(".failed")
+    log = log_path(folder, spec, algo, seed)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    failed = log.with_suffix(".failed")
     failed.unlink(missing_ok=True)
     started = time.perf_counter()
-    with log_path.open("a") as log:
-        log.write(f"$ {shlex.join(cmd)}\n")
-        log.flush()
-        code = children.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    with log.open("a") as out:
+        out.write(f"$ {shlex.join(cmd)}\n")
+        out.flush()
+        code = children.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     if code == 0:
         done = {"seconds": time.perf_counter() - started, "command": shlex.join(cmd)}
         (run_dir / DONE).write_text(json.dumps(done) + "\n")
@@ -540,12 +568,15 @@ def _run_one(
     return code
 
 
-def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[str]:
+def _run_all(
+    folder: Path, spec: ArenaSpec, jobs: int, progress: bool, ray: bool | str = False
+) -> list[str]:
     """Train every unfinished run, `jobs` at a time, with one progress line per run. If
     the arena is interrupted (Ctrl-C) or fails, its running children are ended and waited
     for before the exception goes on, so a re-run never meets a run still being written.
     Runs go seed by seed (every algorithm's seed 0, then seed 1, ...), so an arena stopped
-    early, or extended to more seeds, has all its algorithms on the same seeds."""
+    early, or extended to more seeds, has all its algorithms on the same seeds. With `ray`
+    each run is a Ray task (ray_backend.py) running the same `run_one` on its worker."""
     todo = [
         (algo, seed)
         for seed in spec.seeds
@@ -555,30 +586,54 @@ def _run_all(folder: Path, spec: ArenaSpec, jobs: int, progress: bool) -> list[s
     if not todo:
         return []
     jobs = max(1, min(jobs, len(todo)))
-    children = Children()
-    pool = ThreadPoolExecutor(max_workers=jobs)
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    if ray:
+        from policylab.arena.ray_backend import RayRuns
+
+        # the driver's threads only wait on Ray, which decides how many runs fit at once
+        address = None if ray is True else ray
+        what = dict(run=run_one, config_of=run_config_of, log_of=log_path)
+        with RayRuns(address, local_cpus=jobs * threads, **what) as runs:
+            _train_in_pool(folder, spec, todo, threads, progress, runs.run_one, runs, len(todo))
+    else:
+        _train_in_pool(folder, spec, todo, threads, progress, run_one, Children(), jobs)
+    return [spec.run_name(a, s) for a, s in todo]
+
+
+def _train_in_pool(
+    folder: Path,
+    spec: ArenaSpec,
+    todo: list[tuple[str, int]],
+    threads: int,
+    progress: bool,
+    run: Callable[..., int | None],
+    children: Children,
+    workers: int,
+) -> None:
+    """`run(folder, spec, algo, seed, threads, children)` for every run of `todo`, from
+    `workers` threads; on an interruption or an error, `children.stop()` ends the runs."""
+    pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        _train_todo(folder, spec, todo, jobs, progress, pool, children)
+        _train_todo(folder, spec, todo, threads, progress, pool, children, run)
     except BaseException:
         children.stop()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return [spec.run_name(a, s) for a, s in todo]
 
 
 def _train_todo(
     folder: Path,
     spec: ArenaSpec,
     todo: list[tuple[str, int]],
-    jobs: int,
+    threads: int,
     progress: bool,
     pool: ThreadPoolExecutor,
     children: Children,
+    run: Callable[..., int | None],
 ) -> None:
     from policylab.trainers.run import progress_bar
 
-    threads = max(1, (os.cpu_count() or 1) // jobs)
     fields = {"at": "at", "score": "held-out"}
     title = f"arena · {spec.task}"
     total = spec.budget
@@ -587,7 +642,7 @@ def _train_todo(
         rows = {}
         futures: dict[Future, tuple[str, int]] = {}
         for algo, seed in todo:
-            future = pool.submit(_run_one, folder, spec, algo, seed, threads, children)
+            future = pool.submit(run, folder, spec, algo, seed, threads, children)
             futures[future] = (algo, seed)
             rows[(algo, seed)] = bar.add_task(
                 spec.run_name(algo, seed), total=total, at="queued", score=""
@@ -657,7 +712,7 @@ def read_record(folder: Path, spec: ArenaSpec, algo: str, seed: int) -> RunRecor
     curve = _curve(evals, x_key, score_key)
     seconds = max((r.get("time/elapsed_s", 0.0) for r in evals), default=0.0)
     record = RunRecord(algo, seed, "done", curve, seconds, spec.budget_unit, run_dir=str(run_dir))
-    log = folder / "logs" / f"{name}.log"
+    log = log_path(folder, spec, algo, seed)
     if log.with_suffix(".failed").is_file():
         record.status, record.error = "failed", _last_error(log)
     elif not ((run_dir / DONE).is_file() and curve):
