@@ -83,8 +83,9 @@ def table(results: dict) -> str:
     ddp = results["ddp"]
     lines = [
         "| arm | final held-out loss | gap to ddp | bytes/worker (total) | bytes/worker to L* "
-        "| ddp bytes to L* ÷ arm's | sim. wall-clock (s) | rank mean | compression | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| ddp bytes to L* ÷ arm's | sim. wall-clock (s) | of which link (s) | rank mean "
+        "| compression | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         seeds = sorted(set(runs) & set(ddp))
@@ -105,10 +106,13 @@ def table(results: dict) -> str:
         )
         ratio = f"{min(ratios):,.0f}×–{max(ratios):,.0f}×" if all(reach) else "—"
         sim = statistics.mean(runs[s]["comm/sim_seconds"] for s in seeds)
+        link = statistics.mean(
+            runs[s]["comm/sim_seconds"] - runs[s]["compute_seconds"] for s in seeds
+        )
         rank = first["comm/rank_mean"]
         lines.append(
             f"| {name} | {loss_m:.4f} ± {loss_sd:.4f} | {100 * gap_m:+.2f} % ± {100 * gap_sd:.2f} "
-            f"| {first['comm/bytes_total']:,} | {reached} | {ratio} | {sim:,.1f} "
+            f"| {first['comm/bytes_total']:,} | {reached} | {ratio} | {sim:,.1f} | {link:,.1f} "
             f"| {'—' if rank is None else f'{rank:.1f}'} | {first['comm/compression_ratio']:.1f}× "
             f"| {verdict(name, gaps, reach, ratios)} |"
         )
