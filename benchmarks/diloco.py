@@ -29,12 +29,20 @@ BYTES_FACTOR = 100  # the claim: ≥ 100× fewer bytes
 LOSS_GAP = 0.02  # the claim: final loss within 2 %
 
 
-def arm(entry: str, local_steps: int) -> tuple[str, int]:
-    """'dilocox@100' → ('dilocox', 100); a bare mode takes --local-steps."""
-    mode, _, h = entry.partition("@")
-    if mode not in MODES:
-        raise SystemExit(f"--mode {entry!r}: accepted MODE or MODE@H, MODE one of {MODES}")
-    return mode, int(h) if h else local_steps
+ABLATIONS = {"nodelay": {"delay": 0}, "fp32": {"compress": False}}  # dilocox's parts
+
+
+def arm(entry: str, local_steps: int) -> tuple[str, int, dict]:
+    """'dilocox@100' → ('dilocox', 100, {}); a bare mode takes --local-steps; a suffix
+    '+nodelay' or '+fp32' turns off DiLoCoX's delay or its compression (ablations)."""
+    head, *options = entry.split("+")
+    mode, _, h = head.partition("@")
+    if mode not in MODES or any(o not in ABLATIONS for o in options):
+        raise SystemExit(
+            f"--mode {entry!r}: accepted MODE[@H][+nodelay][+fp32], MODE one of {MODES}"
+        )
+    changes = {k: v for o in options for k, v in ABLATIONS[o].items()}
+    return mode, int(h) if h else local_steps, changes
 
 
 def run_all(args) -> dict:
@@ -42,10 +50,11 @@ def run_all(args) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict[int, dict]] = {}
     for entry in args.mode:
-        mode, h = arm(entry, args.local_steps)
-        name = mode if mode == "ddp" else f"{mode}@{h}"
+        mode, h, changes = arm(entry, args.local_steps)
+        suffix = entry[len(entry.split("+")[0]) :]
+        name = mode if mode == "ddp" else f"{mode}@{h}{suffix}"
         for seed in args.seeds:
-            path = out / f"{name.replace('@', '_H')}_seed{seed}.json"
+            path = out / f"{name.replace('@', '_H').replace('+', '_')}_seed{seed}.json"
             if not path.exists():
                 cfg = LowCommConfig(
                     mode=mode,
@@ -55,6 +64,7 @@ def run_all(args) -> dict:
                     eval_every=args.eval_every,
                     link_gbps=args.link_gbps,
                     seed=seed,
+                    **changes,
                 )
                 started = time.perf_counter()
                 result = launch([cfg], workers=args.workers)[0][0]

@@ -23,10 +23,17 @@ def test_bytes_to_reach_is_the_first_point_at_or_below(bench):
 
 
 def test_arm_names(bench):
-    assert bench.arm("dilocox@100", 50) == ("dilocox", 100)
-    assert bench.arm("diloco", 50) == ("diloco", 50)
+    assert bench.arm("dilocox@100", 50) == ("dilocox", 100, {})
+    assert bench.arm("diloco", 50) == ("diloco", 50, {})
+    assert bench.arm("dilocox@50+nodelay+fp32", 9) == (
+        "dilocox",
+        50,
+        {"delay": 0, "compress": False},
+    )
     with pytest.raises(SystemExit, match="fsdp"):
         bench.arm("fsdp@5", 50)
+    with pytest.raises(SystemExit, match="nodelay"):
+        bench.arm("dilocox@5+fast", 50)
 
 
 def test_verdict(bench):

@@ -30,7 +30,18 @@ def test_two_workers_ddp_diloco_dilocox():
             **SMALL,
         ),
     ]
-    ddp, diloco, dilocox = launch(configs, workers=2)
+    # dilocox without its delay and compression is diloco, bit for bit
+    plain = LowCommConfig(
+        mode="dilocox",
+        inner_steps=4,
+        local_steps=2,
+        eval_every=2,
+        delay=0,
+        compress=False,
+        record_params=True,
+        **SMALL,
+    )
+    ddp, diloco, dilocox, undone = launch([*configs, plain], workers=2)
     arch = TinyConfig(hidden_size=32, intermediate_size=96, num_hidden_layers=1)
     shapes = [p.shape for p in build_model(build_tokenizer(), arch).parameters()]
     fp32 = sum(s.numel() for s in shapes) * 4
@@ -42,6 +53,9 @@ def test_two_workers_ddp_diloco_dilocox():
             assert torch.equal(mine, theirs)  # identical after each step / outer step
         assert not torch.equal(first["history"][0], first["history"][-1])  # it trains
         assert math.isfinite(first["loss/held_out"])
+
+    for mine, theirs in zip(diloco[0]["history"], undone[0]["history"], strict=True):
+        assert torch.equal(mine, theirs)
 
     assert ddp[0]["comm/bytes_total"] == 3 * fp32
     assert diloco[0]["comm/bytes_total"] == 2 * fp32
@@ -59,5 +73,7 @@ def test_config_errors_name_the_field():
         LowCommConfig(mode="fsdp")
     with pytest.raises(ValueError, match="eval_every=30 is not a multiple of local_steps=50"):
         LowCommConfig(mode="diloco", eval_every=30)
+    with pytest.raises(ValueError, match="delay=-1"):
+        LowCommConfig(mode="dilocox", delay=-1)
     with pytest.raises(ValueError, match="link_gbps=-1"):
         LowCommConfig(link_gbps=-1)

@@ -8,7 +8,8 @@ a freshly initialised tiny Llama learns arithmetic demonstrations, one data shar
   2506.21263's abstract): the one-step delay (the round's all_gather is issued with
   `async_op=True` and awaited a round later, `diloco.Delay`) and rank-r int8 compression with
   error feedback (`compression.Compressor`); the rank is probed on worker 0 every
-  `rank_every` rounds and broadcast.
+  `rank_every` rounds and broadcast. `delay=0` or `compress=False` turn either part off
+  (both off: exactly `diloco`).
 
 Communication is counted exactly (payload bytes per worker per collective) and priced on a
 simulated link (`links.Link`); nothing is slept. Metrics (rank 0's result): comm/bytes_total,
@@ -72,6 +73,8 @@ class LowCommConfig:
     hidden_size: int = 128
     num_hidden_layers: int = 4
     seed: int = 0
+    delay: int = 1  # dilocox: rounds between a collective and its outer step (0: none)
+    compress: bool = True  # dilocox: rank-r int8 payloads (False: fp32 all-reduce)
     record_params: bool = False  # tests: keep each worker's parameters after every sync
 
     def __post_init__(self) -> None:
@@ -81,6 +84,8 @@ class LowCommConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} is invalid; accepted: an integer >= 1")
+        if isinstance(self.delay, bool) or not isinstance(self.delay, int) or self.delay < 0:
+            raise ValueError(f"delay={self.delay!r} is invalid; accepted: an integer >= 0")
         if self.mode != "ddp" and self.eval_every % self.local_steps:
             raise ValueError(
                 f"eval_every={self.eval_every} is not a multiple of local_steps="
@@ -215,7 +220,8 @@ class Synchroniser:
     def __init__(self, cfg: LowCommConfig, params: list, ledger: Ledger) -> None:
         self.cfg, self.ledger = cfg, ledger
         self.outer = OuterLoop(params, lr=cfg.outer_lr, momentum=cfg.outer_momentum)
-        self.queue = Delay(1 if cfg.mode == "dilocox" else 0)
+        self.queue = Delay(cfg.delay if cfg.mode == "dilocox" else 0)
+        self.compress = cfg.mode == "dilocox" and cfg.compress
         shapes = [p.shape for p in params]
         self.compressor = Compressor(shapes, seed=cfg.seed * 1000 + dist.get_rank())
         self.ranks: list[int] = []  # the probed rank of each matrix
@@ -224,7 +230,7 @@ class Synchroniser:
 
     def end_round(self, final: bool) -> None:
         deltas = self.outer.pseudo_gradients()
-        exchange = self._compressed(deltas) if self.cfg.mode == "dilocox" else self._plain(deltas)
+        exchange = self._compressed(deltas) if self.compress else self._plain(deltas)
         self.rounds += 1
         due = self.queue.push(exchange)
         self.outer.step(due() if due else None)
@@ -235,10 +241,14 @@ class Synchroniser:
     def _plain(self, deltas: list[torch.Tensor]):
         workers = dist.get_world_size()
         flat = torch.cat([d.flatten() for d in deltas])
-        dist.all_reduce(flat)
+        work = dist.all_reduce(flat, async_op=True)
         self.ledger.collective(flat.numel() * FP32_BYTES, "all_reduce")
-        averaged = _unflatten(flat / workers, deltas)
-        return lambda: averaged
+
+        def average() -> list[torch.Tensor]:
+            work.wait()
+            return _unflatten(flat / workers, deltas)
+
+        return average
 
     def _compressed(self, deltas: list[torch.Tensor]):
         if self.rounds % self.cfg.rank_every == 0:
@@ -308,7 +318,8 @@ def _summary(cfg, ledger: Ledger, sync, curve: list, history: list, numel: int) 
     computes = [None] * dist.get_world_size()
     dist.all_gather_object(computes, ledger.compute)  # bookkeeping, not counted
     slowest = [max(c) for c in zip(*computes, strict=True)]  # a collective waits for all
-    seconds, overlapped = simulated_seconds(slowest, ledger.comm, overlap=cfg.mode == "dilocox")
+    delayed = sync is not None and sync.queue.steps > 0
+    seconds, overlapped = simulated_seconds(slowest, ledger.comm, overlap=delayed)
     rounds = len(ledger.comm)
     per_round = sum(ledger.rounds_bytes) / rounds
     ranks = sync.rank_log if sync is not None else []
