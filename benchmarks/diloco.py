@@ -92,7 +92,7 @@ def mean_sd(values: list[float]) -> tuple[float, float]:
 def table(results: dict) -> str:
     ddp = results["ddp"]
     lines = [
-        "| arm | final held-out loss | gap to ddp | bytes/worker (total) | bytes/worker to L* "
+        "| arm | final held-out loss | gap to ddp | bytes/worker (all steps) | bytes/worker to L* "
         "| ddp bytes to L* ÷ arm's | sim. wall-clock (s) | of which link (s) | rank mean "
         "| compression | verdict |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -108,7 +108,6 @@ def table(results: dict) -> str:
         ratios = [d / r for d, r in zip(ddp_reach, reach, strict=True) if r and d]
         loss_m, loss_sd = mean_sd(losses)
         gap_m, gap_sd = mean_sd(gaps)
-        first = runs[seeds[0]]
         reached = (
             f"{statistics.mean(reach):,.0f}"
             if all(reach)
@@ -119,11 +118,14 @@ def table(results: dict) -> str:
         link = statistics.mean(
             runs[s]["comm/sim_seconds"] - runs[s]["compute_seconds"] for s in seeds
         )
-        rank = first["comm/rank_mean"]
+        sent = statistics.mean(runs[s]["comm/bytes_total"] for s in seeds)
+        ratio_c = statistics.mean(runs[s]["comm/compression_ratio"] for s in seeds)
+        ranks = [runs[s]["comm/rank_mean"] for s in seeds]
+        rank = None if None in ranks else statistics.mean(ranks)
         lines.append(
             f"| {name} | {loss_m:.4f} ± {loss_sd:.4f} | {100 * gap_m:+.2f} % ± {100 * gap_sd:.2f} "
-            f"| {first['comm/bytes_total']:,} | {reached} | {ratio} | {sim:,.1f} | {link:,.1f} "
-            f"| {'—' if rank is None else f'{rank:.1f}'} | {first['comm/compression_ratio']:.1f}× "
+            f"| {sent:,.0f} | {reached} | {ratio} | {sim:,.1f} | {link:,.1f} "
+            f"| {'—' if rank is None else f'{rank:.1f}'} | {ratio_c:.1f}× "
             f"| {verdict(name, gaps, reach, ratios)} |"
         )
     return "\n".join(lines)
@@ -132,6 +134,8 @@ def table(results: dict) -> str:
 def verdict(name: str, gaps: list[float], reach: list, ratios: list[float]) -> str:
     if not name.startswith("dilocox"):
         return "(reference)"
+    if "+" in name:
+        return "(ablation)"
     if not all(reach) or min(ratios) < BYTES_FACTOR:
         return "not held"
     gap, sd = mean_sd(gaps)

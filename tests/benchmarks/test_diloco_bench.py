@@ -45,3 +45,4 @@ def test_verdict(bench):
     assert bench.verdict("dilocox@50", [0.0, 0.0], [5, None], [200]) == "not held"
     assert bench.verdict("dilocox@50", [0.0, 0.0], [5, 5], [200, 99]) == "not held"
     assert bench.verdict("ddp", [0.0], [5], [1]) == "(reference)"
+    assert bench.verdict("dilocox@50+fp32", [0.0], [5], [200]) == "(ablation)"
