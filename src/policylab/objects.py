@@ -76,11 +76,11 @@ class RunObjects:
         model = copy.deepcopy(self.model) if self.model is not None else load_model(name)[0]
         return model.eval().requires_grad_(False)
 
-    def check_fits(self, task, name: str, max_new_tokens: int) -> None:
+    def check_fits(self, task, name: str, max_new_tokens: int, prompt_format=None) -> None:
         """Every prompt of a data task leaves room for `max_new_tokens` in the model's
         context (`FileTask.check_fits`), with the objects' config and tokenizer if given."""
         if self.model is None and self.tokenizer is None:
-            task.check_fits(name, max_new_tokens)
+            task.check_fits(name, max_new_tokens, prompt_format)
             return
         if self.model is not None:
             config = self.model.config
@@ -90,7 +90,7 @@ class RunObjects:
             from policylab.models import resolve_model_path
 
             config = AutoConfig.from_pretrained(resolve_model_path(name))
-        task.check_fits_with(config, self.tokenizer, max_new_tokens)
+        task.check_fits_with(config, self.tokenizer, max_new_tokens, prompt_format)
 
     def describe(self) -> dict[str, Any]:
         """What config.yaml records of the objects (under `resolved.objects`)."""

@@ -120,13 +120,15 @@ class FileTask:
     def reward(self, prompts, completions, **columns: Any) -> list[float]:
         return self._reward(prompts, completions, **columns)
 
-    def check_fits(self, model: str, max_new_tokens: int) -> None:
-        """Every prompt (both splits), tokenized by `model`'s tokenizer, leaves room for
+    def check_fits(self, model: str, max_new_tokens: int, prompt_format=None) -> None:
+        """Every prompt (both splits), tokenized by `model`'s tokenizer as the run renders
+        it (`prompt_format`: plain text, or the chat template), leaves room for
         `max_new_tokens` in the model's context; else a ValueError naming the rows.
         Loads the tokenizer and the model's config only, not its weights."""
         from transformers import AutoConfig, AutoTokenizer
 
         from policylab.models import resolve_model_path
+        from policylab.prompting import context_length
 
         path = resolve_model_path(model)
         try:
@@ -136,10 +138,13 @@ class FileTask:
         if context_length(config) is None:
             log.info("%s: %s states no context length; prompt lengths unchecked", self.path, model)
             return
-        self.check_fits_with(config, AutoTokenizer.from_pretrained(path), max_new_tokens)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        self.check_fits_with(config, tokenizer, max_new_tokens, prompt_format)
 
-    def check_fits_with(self, config, tokenizer, max_new_tokens: int) -> None:
+    def check_fits_with(self, config, tokenizer, max_new_tokens: int, prompt_format=None) -> None:
         """`check_fits` with the model's config and tokenizer themselves."""
+        from policylab.prompting import context_length
+
         max_positions = context_length(config)
         if max_positions is None:
             log.info("%s: the model states no context length; prompt lengths unchecked", self.path)
@@ -147,13 +152,9 @@ class FileTask:
         rows = [r for split in self._splits.values() for r in split]
         where = [w for split in self._where.values() for w in split]
         examples = [{"prompt": r[self.prompt_column]} for r in rows]
-        check_prompt_lengths(examples, tokenizer, max_positions, max_new_tokens, self.path, where)
-
-
-def context_length(config) -> int | None:
-    """The positions a model config states (None when it states none)."""
-    names = ("max_position_embeddings", "n_positions", "max_sequence_length")
-    return next((n for n in (getattr(config, k, None) for k in names) if n is not None), None)
+        check_prompt_lengths(
+            examples, tokenizer, max_positions, max_new_tokens, self.path, where, prompt_format
+        )
 
 
 def check_prompt_lengths(
@@ -163,12 +164,14 @@ def check_prompt_lengths(
     max_new_tokens: int,
     source: str | Path,
     where: list[str] | None = None,
+    prompt_format=None,
 ) -> int:
     """The longest prompt in tokens; a ValueError naming `source` and the rows (`where`,
     else "row i") whose prompt plus `max_new_tokens` exceeds the model's `max_positions`
     (a longer sequence runs past the positions the model was trained on)."""
     where = where or [f"row {i + 1}" for i in range(len(examples))]
-    lengths, clipped = _token_counts(tokenizer, [e["prompt"] for e in examples], max_positions)
+    prompts = [e["prompt"] for e in examples]
+    lengths, clipped = _token_counts(tokenizer, prompts, max_positions, prompt_format)
     room = max_positions - max_new_tokens
     over = [i for i, n in enumerate(lengths) if n > room]
     if over:
@@ -194,11 +197,19 @@ def check_prompt_lengths(
     return lengths[longest]
 
 
-def _token_counts(tokenizer, prompts: list, max_positions: int) -> tuple[list[int], set[int]]:
-    """Tokens per prompt, and which counts are of a prefix only: a text prompt is counted
-    on its first 32 × max_positions characters (no tokenizer packs 32 characters in a
-    token on average), so a prompt of millions of characters costs no more than that."""
-    from policylab.evaluate import prompt_ids
+def _token_counts(
+    tokenizer, prompts: list, max_positions: int, prompt_format=None
+) -> tuple[list[int], set[int]]:
+    """Tokens per prompt as `prompt_format` renders it (plain text by default), and which
+    counts are of a prefix only: a text prompt is counted on its first 32 × max_positions
+    characters (no tokenizer packs 32 characters in a token on average), so a prompt of
+    millions of characters costs no more than that."""
+    from policylab.prompting import PLAIN
+
+    fmt = prompt_format or PLAIN
+
+    def prompt_ids(tokenizer, prompts):
+        return fmt.encode(tokenizer, prompts)
 
     cap = 32 * max_positions
     cut = [p[:cap] if isinstance(p, str) else p for p in prompts]

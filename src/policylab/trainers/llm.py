@@ -14,6 +14,7 @@ the recipe's components (recipes.py) and stages (stages/).
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -34,7 +35,7 @@ from policylab.models import load_model, resolve_model_path, sequence_logprobs
 from policylab.objects import RunObjects, is_object
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
-from policylab.prompting import PromptFormat, check_chat_template
+from policylab.prompting import PromptFormat, check_chat_template, require_chat_template
 from policylab.recipes.base import GENERIC_POLICY
 from policylab.recipes.compose import Components, components
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
@@ -206,15 +207,13 @@ def train(
                 held_out(policies, plan, cfg, run, done)
             if last or run.stopping or (cfg.save_every and done.step % cfg.save_every == 0):
                 state = checkpoint_state(done, policies, pipeline, generator)
-                model, tokenizer = lora.for_saving(policies(0).model), policies(0).tokenizer
+                model, tokenizer = saved_model(policies), policies(0).tokenizer
                 run.save_checkpoint(done.step, state, model=model, tokenizer=tokenizer)
             bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
 
     before, after = done.evals[0], done.evals[-1]
     card = model_card(run.dir, cfg, plan.resolved, done.evals)
-    # with LoRA: the merged weights in model/, the adapters alone in model/adapter
-    final = lora.for_saving(policies(0).model)
-    save_final_model(run.dir, final, policies(0).tokenizer, card)
+    save_final_model(run.dir, saved_model(policies), policies(0).tokenizer, card)
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
     rows = run.metrics("train")
     summary = summary_table(cfg, before, after, rows, done.elapsed, done.step, done.budget.samples)
@@ -231,6 +230,8 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     precision = Precision.of(cfg.device, cfg.dtype)  # float32 weights; autocast forwards
     model, tokenizer = plan.objects.model_and_tokenizer(cfg.model)
     if plan.lora is not None:
+        if plan.objects.model is not None:  # peft rewrites the layers it wraps: not the user's
+            model = copy.deepcopy(model)
         model = lora.apply_lora(model, plan.lora)
     place(model, precision, gradient_checkpointing=cfg.gradient_checkpointing)
     reference = None
@@ -362,8 +363,16 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
             f"{parts.advantage.name!r} has none (use advantage gae)"
         )
     task = objects.task or tasks.get(cfg.task, **cfg.task_knobs)
+    if cfg.chat:  # the tokenizer has a template, before any weights load
+        try:
+            if objects.tokenizer is not None:  # given in Python: that one renders
+                require_chat_template(objects.tokenizer, cfg.model)
+            else:
+                check_chat_template(cfg.model)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     if isinstance(task, tasks.FileTask):  # every prompt + max_new_tokens fits the context
-        objects.check_fits(task, cfg.model, cfg.max_new_tokens)
+        objects.check_fits(task, cfg.model, cfg.max_new_tokens, PromptFormat.of(cfg))
     # the task's own verifier, built with this run's knobs, answers to the task's name
     default_reward = task.name if cfg.task in tasks.names() else task.reward_name
     reward_fn = rewards.combine(
@@ -396,11 +405,6 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
             f"chat=True renders single-turn prompts; {task.name} is multi-turn, its "
             "observations are plain text in one transcript (set chat=False)"
         )
-    if cfg.chat:  # the tokenizer has a template, before any weights load
-        try:
-            check_chat_template(cfg.model)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
     provided = WORKFLOW_COLUMNS | (AGENT_COLUMNS if agent is not None else frozenset())
     pipeline = build_pipeline(cfg, parts, len(pool), provided=provided)
     resolved = {
@@ -504,8 +508,16 @@ def held_out(policies: PolicySet, plan: Plan, cfg: TrainConfig, run: Run, done: 
     scores["time/elapsed_s"] = done.elapsed
     run.log(done.step, scores, kind="eval")
     done.evals.append({"step": done.step, **scores})
-    run.save_best(done.step, scores, {"step": done.step}, policies(0).model, policies(0).tokenizer)
+    run.save_best(
+        done.step, scores, {"step": done.step}, saved_model(policies), policies(0).tokenizer
+    )
     return scores
+
+
+def saved_model(policies: PolicySet):
+    """What checkpoints, best/ and model/ save: the policy's model (with LoRA, its merged
+    weights in the folder and the adapters alone in its adapter/ subfolder)."""
+    return lora.for_saving(policies(0).model)
 
 
 def out_of_budget(cfg: TrainConfig, pipeline: Pipeline, budget: Budget) -> bool:

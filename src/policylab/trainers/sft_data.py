@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import torch
 
+from policylab.prompting import context_length  # noqa: F401  (re-exported for sft.py)
+
 IGNORE = -100  # cross-entropy's ignore_index
 SHOWN = 5  # rows named in a message about several rows
-CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length")
 
 
 def encode(tokenizer, example: dict) -> tuple[list[int], list[int]]:
@@ -117,12 +118,6 @@ def _begins(row: dict) -> str:
     prompt = row["prompt"]
     text = prompt if isinstance(prompt, str) else str(prompt[0].get("content", ""))
     return f"prompt begins {text[:40]!r}"
-
-
-def context_length(config) -> int | None:
-    """The model's context in positions, from its config (None when it states none)."""
-    sizes = [getattr(config, name, None) for name in CONTEXT_FIELDS]
-    return next((n for n in sizes if n is not None), None)
 
 
 def collate(rows: list[tuple], pad_id: int):
