@@ -87,3 +87,21 @@ def test_the_context_check_counts_the_chat_template_before_the_model_loads(tmp_p
     chat = TrainConfig(**fields, chat=True, system_prompt="Answer in <answer></answer> tags.")
     with pytest.raises(ValueError, match="not fit the model's context of 128 positions"):
         compose(chat)
+
+
+def test_eval_of_a_run_on_data_without_answers_scores_with_the_runs_rewards(tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"{i}+{i}="}) + "\n" for i in range(60)))
+    run = tmp_path / "r"
+    policylab.train(
+        model="tiny", task=str(data), rewards={"format": 1.0}, run_dir=str(run), **SMALL
+    )
+    scores = policylab.evaluate_model(str(run), n=4)
+    assert set(scores[str(data)]) >= {"eval/greedy_reward", "eval/sampled_reward"}
+    with pytest.raises(ValueError, match="no 'answer' column"):
+        policylab.evaluate_model("tiny", str(data), n=4)
+
+
+def test_a_save_best_metric_the_evaluation_lacks_fails_before_the_model_loads(tmp_path):
+    with pytest.raises(ConfigError, match="save_best = 'eval/greedy_acc' is not a metric"):
+        compose(TrainConfig(save_best="eval/greedy_acc", run_dir=str(tmp_path / "r")))

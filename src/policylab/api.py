@@ -163,10 +163,13 @@ def evaluate_model(
             prompt_format = PromptFormat(
                 True, ran["system_prompt"], dict(ran["chat_template_kwargs"])
             )
-    # the tasks and their held-out sizes are checked before any model loads
+    # the tasks, their held-out sizes and their scorers are settled before any model loads
     names = tasks.names() if task in (None, "all") else task.split(",")
     chosen = {name: tasks.get(name, **knobs) for name in names}
     sizes = {name: tasks.eval_size(one, n) for name, one in chosen.items()}
+    scorers = {
+        name: _held_out_scorer(name, one, ran.get("rewards")) for name, one in chosen.items()
+    }
     if isinstance(model, str | Path):
         model, loaded = load_model(ran.get("model_dir", model))
         tokenizer = objects.prepared(tokenizer) if tokenizer is not None else loaded
@@ -182,9 +185,34 @@ def evaluate_model(
             seed=seed,
             max_new_tokens=max_new_tokens or 24,
             prompt_format=prompt_format,
+            reward=scorers[name],
         ).as_dict()
         for name, one in chosen.items()
     }
+
+
+def _held_out_scorer(name: str, task: Any, run_rewards: dict | None):
+    """None when `task` scores itself (its verifier has the columns it needs), else the
+    run's own rewards, as its training scored the held-out split; a data file without
+    answers and no run to take rewards from is a ValueError naming the missing column."""
+    from policylab import rewards
+
+    if rewards.verifies(task, task.examples("test", 1)[0]):
+        return None
+    if not run_rewards:
+        raise ValueError(
+            f"{name}: the data has no {getattr(task, 'answer_column', 'answer')!r} column for "
+            f"its verifier {getattr(task, 'reward_name', '?')!r}, and no run's rewards to score "
+            "with; evaluate a run folder trained with rewards=..., or give the data answers"
+        )
+    try:
+        return rewards.combine(run_rewards)
+    except (KeyError, ValueError) as err:  # a function that lived only in that Python session
+        raise ValueError(
+            f"{name}: the run scored its held-out split with rewards {sorted(run_rewards)}, "
+            f"which cannot all be found here ({err}); evaluate from Python after defining "
+            "them, or on a task with answers"
+        ) from None
 
 
 def kl_estimator(name: str):

@@ -26,6 +26,9 @@ class EvalResult:
         }
 
 
+METRICS = tuple(EvalResult("", 0, 0.0, 0.0, 0.0).as_dict())  # what a held-out evaluation logs
+
+
 def prompt_ids(tokenizer, prompts: list) -> list[list[int]]:
     """Token ids of plain-text prompts, or of chat messages via the chat template
     (`PromptFormat.encode` with the default format)."""

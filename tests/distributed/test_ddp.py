@@ -250,3 +250,19 @@ def test_single_process_defaults_are_unchanged():
     assert (cfg.distributed, cfg.workers) == ("none", 1)
     assert launch.current() == launch.SINGLE
     assert replace(launch.SINGLE, rank=1).is_main is False
+
+
+def test_objects_given_in_python_are_refused_with_spawned_workers(tmp_path):
+    import policylab
+    from policylab.models import load_model
+
+    model, tokenizer = load_model("tiny")
+    with pytest.raises(ConfigError, match="pickled copy"):
+        policylab.train(
+            model=model,
+            tokenizer=tokenizer,
+            distributed="ddp",
+            workers=2,
+            run_dir=str(tmp_path / "r"),
+            **{k: v for k, v in FAST_LLM.items() if k != "model"},
+        )

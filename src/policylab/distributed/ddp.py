@@ -64,6 +64,14 @@ def start(train_fn, cfg, **kwargs):
     process when torchrun started it (joining torchrun's group), else in `cfg.workers`
     spawned processes. Callbacks run on rank 0 only."""
     env = launch.env_world()
+    objects = kwargs.get("objects")
+    if env is None and objects:
+        raise ConfigError(
+            "workers > 1 starts new processes, which would each get a pickled copy of the "
+            "model, data or reward objects given in Python (the model would not be trained in "
+            "place); give them by name or file (model=<folder>, task=<data file>, rewards="
+            "{'module:function': w}), or start the job with torchrun"
+        )
     if env is None:
         gpus = torch.cuda.device_count()
         if launch.backend_for(cfg.device) == "nccl" and cfg.workers > gpus:
@@ -140,6 +148,11 @@ class RankRun(Run):
     @property
     def stopping(self) -> bool:
         return launch.any_rank(self.callbacks.stop is not None)
+
+    @property
+    def keeps_outputs(self) -> bool:
+        """Only rank 0's folder keeps what a run leaves (another rank's is scratch)."""
+        return self.world.is_main
 
     def load_checkpoint(self):
         if self.world.is_main:

@@ -160,6 +160,7 @@ def run_settings(path: str | Path) -> dict[str, Any]:
         "task": None if is_object(task) else task,
         "data_in_memory": task if is_object(task) else None,
         "task_knobs": saved.get("task_knobs") or {},
+        "rewards": saved.get("rewards") or {},
         "max_new_tokens": saved.get("max_new_tokens"),
         # how its prompts were rendered (chat template or plain text)
         "chat": bool(saved.get("chat", False)),

@@ -30,6 +30,7 @@ from policylab.config import ConfigError, TrainConfig
 from policylab.devices import Precision, place
 from policylab.distributed import ddp
 from policylab.engines import Sampling, make_engine
+from policylab.evaluate import METRICS as EVAL_METRICS
 from policylab.evaluate import evaluate
 from policylab.models import load_model, resolve_model_path, sequence_logprobs
 from policylab.objects import RunObjects, is_object
@@ -213,7 +214,8 @@ def train(
 
     before, after = done.evals[0], done.evals[-1]
     card = model_card(run.dir, cfg, plan.resolved, done.evals)
-    save_final_model(run.dir, saved_model(policies), policies(0).tokenizer, card)
+    if run.keeps_outputs:  # a DDP rank other than 0 would write a full model to scratch
+        save_final_model(run.dir, saved_model(policies), policies(0).tokenizer, card)
     run.write_curves(CURVES, title=f"{cfg.algo} on {task.name} (seed {cfg.seed})")
     rows = run.metrics("train")
     summary = summary_table(cfg, before, after, rows, done.elapsed, done.step, done.budget.samples)
@@ -404,6 +406,11 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
         raise ConfigError(
             f"chat=True renders single-turn prompts; {task.name} is multi-turn, its "
             "observations are plain text in one transcript (set chat=False)"
+        )
+    if cfg.save_best and agent is None and cfg.save_best not in EVAL_METRICS:
+        raise ConfigError(
+            f"save_best = {cfg.save_best!r} is not a metric of {task.name}'s held-out "
+            f"evaluation; choices: {', '.join(EVAL_METRICS)}"
         )
     provided = WORKFLOW_COLUMNS | (AGENT_COLUMNS if agent is not None else frozenset())
     pipeline = build_pipeline(cfg, parts, len(pool), provided=provided)

@@ -144,6 +144,8 @@ class Run:
             for tracker in self._open_trackers():
                 tracker.log_text(step, plain)
 
+    keeps_outputs = True  # what the run leaves stays (a DDP follower's scratch folder does not)
+
     @property
     def stopping(self) -> bool:
         """A callback raised StopTraining: the trainer ends the run at this step."""
