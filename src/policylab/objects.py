@@ -147,10 +147,12 @@ def gather(
 
 def prepared(tokenizer):
     """A copy of `tokenizer` set up as `load_model` sets up a loaded one: left padding,
-    and its eos token as pad when it has no pad token (the user's object is unchanged)."""
+    and a pad token when it has none (`models.ensure_pad_token`); the user's object is
+    unchanged."""
+    from policylab.models import ensure_pad_token
+
     tokenizer = copy.deepcopy(tokenizer)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    ensure_pad_token(tokenizer, type(tokenizer).__name__)
     tokenizer.padding_side = "left"
     return tokenizer
 

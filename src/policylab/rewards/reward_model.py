@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from policylab.devices import resolve_device
 from policylab.rewards.trl import as_completions, is_conversational
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class RewardModel:
         self.path = str(Path(path).expanduser())
         self.__name__ = Path(self.path).name
         self.batch_size = batch_size
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = str(resolve_device(device or "auto"))
         self._model = self._tokenizer = None
 
     def __repr__(self) -> str:

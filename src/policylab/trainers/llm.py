@@ -461,6 +461,15 @@ def check_engine(cfg: TrainConfig, agent: AgentOptions | None, adapters) -> None
         )
     if adapters is not None:
         raise ConfigError("engine=vllm does not sync LoRA adapters yet: drop lora (or engine hf)")
+    colocated = cfg.vllm.get("mode", "colocate") == "colocate"
+    if colocated and (
+        cfg.device == "cpu" or cfg.device.startswith("cuda:") and cfg.device != "cuda:0"
+    ):
+        raise ConfigError(
+            f"engine=vllm (colocate) with device={cfg.device!r}: vLLM places itself on the "
+            "process's first GPU, so the learner must be there too; accepted: device auto, "
+            "cuda or cuda:0 (or engine hf)"
+        )
     if is_object(cfg.model) and cfg.vllm.get("mode", "colocate") == "colocate":
         raise ConfigError(
             "engine=vllm (colocate) loads the model from a folder or hub id; a model given "
