@@ -105,7 +105,7 @@ def test_pack_lays_segments_end_to_end():
 def test_pack_pads_the_tail_as_its_own_segment_and_refuses_gaps():
     responses = torch.tensor([[8, 9], [10, PAD]])
     mask = torch.tensor([[1.0, 1], [1, 0]])
-    packed = pack([[5, 6], [7]], responses, mask, pad_id=PAD)  # capacity = longest (3)
+    packed = pack([[5, 6], [7]], responses, mask, pad_id=PAD, capacity=3)
     assert packed.input_ids.tolist() == [[5, 6, 8], [7, PAD, PAD]]
     assert packed.position_ids.tolist() == [[0, 1, 2], [0, 0, 1]]
     gap = torch.tensor([[1.0, 0], [1, 0]])
@@ -134,7 +134,7 @@ def test_packed_equals_padded_on_ragged_batches(name, seed):
         torch.testing.assert_close(grads_b[n], grads_a[n], atol=1e-5, rtol=0, msg=n)
 
 
-@pytest.mark.parametrize("capacity", [None, 64])
+@pytest.mark.parametrize("capacity", [14, 48])  # segments here: 2–13 tokens
 def test_several_segments_per_row_stay_apart(capacity):
     """With room for many segments per row, a segment attends only to itself: the
     log-probs are the padded path's (and not when the restarts are hidden)."""
@@ -146,11 +146,10 @@ def test_several_segments_per_row_stay_apart(capacity):
     packed = pack(prompts, responses, mask, pad_id=PAD, capacity=capacity)
     together = packed_forward(model, packed)
     torch.testing.assert_close(together.logprobs, padded.logprobs, atol=1e-5, rtol=0)
-    if capacity:
-        assert packed.input_ids.shape[0] < len(prompts)  # rows were actually shared
-        packed.position_ids = torch.arange(capacity).expand_as(packed.input_ids)
-        mixed = packed_forward(model, packed)  # one long sequence per row: segments leak
-        assert (mixed.logprobs - padded.logprobs).abs().max() > 1e-3
+    assert packed.input_ids.shape[0] < len(prompts)  # rows were actually shared
+    packed.position_ids = torch.arange(capacity).expand_as(packed.input_ids)
+    mixed = packed_forward(model, packed)  # one long sequence per row: segments leak
+    assert (mixed.logprobs - padded.logprobs).abs().max() > 1e-3
 
 
 def test_observation_tokens_are_attended_not_scored_and_heads_agree():

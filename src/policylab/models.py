@@ -285,7 +285,11 @@ def response_forward(
     attended response positions keeps this padded path."""
     if packing:
         packed = pack(
-            prompt_ids, response_ids, response_mask, pad_id=pad_id, observation_mask=observation_mask
+            prompt_ids,
+            response_ids,
+            response_mask,
+            pad_id=pad_id,
+            observation_mask=observation_mask,
         )
         if packed is not None:
             return packed_forward(

@@ -29,6 +29,11 @@ import torch
 from policylab.devices import autocast_for, checkpointing_for
 from policylab.logprobs import selective_logprobs
 
+# the shortest packed row by default: short segments (GRPO on short answers: ~12 tokens)
+# share rows instead of each taking one; measured on the tiny model, 48–256 all beat one
+# segment per row (~25 % less forward + backward time than padding), 48 best [ours]
+MIN_CAPACITY = 48
+
 
 @dataclass
 class Packed:
@@ -58,8 +63,8 @@ def pack(
     capacity: int | None = None,
 ) -> Packed | None:
     """Segments of `prompt_ids` (B lists) and `response_ids` [B, T] packed into rows of at
-    most `capacity` tokens (default: the longest segment, so attention never spans more
-    than the padded path's width); None when some row's attended response positions
+    most `capacity` tokens (default: the longest segment or MIN_CAPACITY, whichever is
+    larger); None when some row's attended response positions
     (response_mask ∨ observation_mask) are not a prefix of its row.
 
     Row b's segment is prompt_b + response_b[: n_b − 1], n_b its attended length: the
@@ -75,7 +80,7 @@ def pack(
         return None
     lengths = lengths.tolist()
     sizes = [len(p) + max(n - 1, 0) for p, n in zip(prompt_ids, lengths, strict=True)]
-    width = capacity or max(sizes)
+    width = capacity or max(max(sizes), MIN_CAPACITY)
     if width < max(sizes):
         raise ValueError(f"capacity={capacity} is below the longest segment ({max(sizes)})")
     # first fit, longest first: a handful of rows, each at most `width` tokens
