@@ -50,13 +50,15 @@ def tiny_qwen2():
 MODELS = {"llama": tiny_llama, "qwen2": tiny_qwen2}
 
 
-def ragged_batch(seed: int, B: int = 7, T: int = 6):
-    """Prompts of 1–8 tokens, responses of 1–T real tokens right-padded with PAD."""
+def ragged_batch(seed: int, B: int = 8, T: int = 6, G: int = 1):
+    """Prompts of 1–8 tokens, each shared by G consecutive rows (a GRPO group); responses
+    of 1–T real tokens right-padded with PAD; one advantage per row."""
     g = torch.Generator().manual_seed(seed)
-    prompts = [
+    distinct = [
         torch.randint(1, 40, (int(torch.randint(1, 9, (1,), generator=g)),), generator=g).tolist()
-        for _ in range(B)
+        for _ in range(-(-B // G))
     ]
+    prompts = [distinct[i // G] for i in range(B)]
     lengths = torch.randint(1, T + 1, (B,), generator=g)
     mask = (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(-1)).float()
     responses = torch.randint(1, 40, (B, T), generator=g).masked_fill(mask == 0, PAD)
@@ -102,6 +104,32 @@ def test_pack_lays_segments_end_to_end():
     assert packed.targets.tolist() == [8, 9, 10, 11, 12]
 
 
+def test_a_shared_prompt_is_computed_once_and_branches_do_not_see_each_other():
+    # rows 0 and 2 share prompt [5, 6]; responses [8, 9] (2 real), [10] (1), [11, 12, 13].
+    # Segment 0: [5, 6] then branches [8] (row 0) and [11, 12] (row 2), positions 2.. each;
+    # segment 1: [7] with an empty branch (row 1 has one token, predicted at the prompt).
+    responses = torch.tensor([[8, 9, PAD], [10, PAD, PAD], [11, 12, 13]])
+    mask = torch.tensor([[1.0, 1, 0], [1, 0, 0], [1, 1, 1]])
+    packed = pack([[5, 6], [7], [5, 6]], responses, mask, pad_id=PAD, capacity=6)
+    assert packed.input_ids.tolist() == [[5, 6, 8, 11, 12, 7]]
+    assert packed.position_ids.tolist() == [[0, 1, 2, 2, 3, 0]]
+    assert packed.branch.tolist() == [[-1, -1, 0, 2, 2, -1]]
+    # token 0 of rows 0 and 2 is predicted at the prompt's last token (offset 1)
+    scored = zip(packed.rows.tolist(), packed.cols.tolist(), packed.query.tolist(), strict=True)
+    assert sorted(scored) == [
+        (0, 0, 1),
+        (0, 1, 2),
+        (1, 0, 5),
+        (2, 0, 1),
+        (2, 1, 3),
+        (2, 2, 4),
+    ]
+    allowed = packed.allowed()[0, 0].int().tolist()
+    assert allowed[3] == [1, 1, 0, 1, 0, 0]  # row 2's first branch token: prompt, itself
+    assert allowed[4] == [1, 1, 0, 1, 1, 0]  # never row 0's branch (offset 2)
+    assert allowed[5] == [0, 0, 0, 0, 0, 1]  # another segment: only itself
+
+
 def test_pack_pads_the_tail_as_its_own_segment_and_refuses_gaps():
     responses = torch.tensor([[8, 9], [10, PAD]])
     mask = torch.tensor([[1.0, 1], [1, 0]])
@@ -120,7 +148,7 @@ def test_pack_pads_the_tail_as_its_own_segment_and_refuses_gaps():
 @pytest.mark.parametrize("seed", range(4))
 def test_packed_equals_padded_on_ragged_batches(name, seed):
     model = MODELS[name]()
-    batch = ragged_batch(seed)
+    batch = ragged_batch(seed, G=(1, 2, 4, 3)[seed])
     temperature = (0.7, 1.0, 1.3, 1.0)[seed]
     padded, loss_a, grads_a = loss_and_grads(model, batch, packing=False, temperature=temperature)
     packed, loss_b, grads_b = loss_and_grads(model, batch, packing=True, temperature=temperature)
@@ -137,7 +165,7 @@ def test_packed_equals_padded_on_ragged_batches(name, seed):
 @pytest.mark.parametrize("capacity", [14, 48])  # segments here: 2–13 tokens
 def test_several_segments_per_row_stay_apart(capacity):
     """With room for many segments per row, a segment attends only to itself: the
-    log-probs are the padded path's (and not when the restarts are hidden)."""
+    log-probs are the padded path's (and not when the segments are merged)."""
     from policylab.packing import packed_forward
 
     model = tiny_llama()
@@ -147,16 +175,26 @@ def test_several_segments_per_row_stay_apart(capacity):
     together = packed_forward(model, packed)
     torch.testing.assert_close(together.logprobs, padded.logprobs, atol=1e-5, rtol=0)
     assert packed.input_ids.shape[0] < len(prompts)  # rows were actually shared
-    packed.position_ids = torch.arange(capacity).expand_as(packed.input_ids)
-    mixed = packed_forward(model, packed)  # one long sequence per row: segments leak
+    packed.segment = torch.zeros_like(packed.segment)  # one segment per row: they leak
+    mixed = packed_forward(model, packed)
     assert (mixed.logprobs - padded.logprobs).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_both_attention_kinds_read_the_mask(attention):
+    model = tiny_qwen2()
+    model.config._attn_implementation = attention
+    prompts, responses, mask, _ = ragged_batch(7, G=4)
+    padded = response_forward(model, prompts, responses, mask, pad_id=PAD)
+    packed = response_forward(model, prompts, responses, mask, pad_id=PAD, packing=True)
+    torch.testing.assert_close(packed.logprobs, padded.logprobs, atol=1e-5, rtol=0)
 
 
 def test_observation_tokens_are_attended_not_scored_and_heads_agree():
     """A multi-turn row: response positions 2–3 are the environment's (observation mask),
     attended but not scored; the value-head input and CAPO's head outputs match too."""
     model = tiny_llama()
-    prompts, responses, _, _ = ragged_batch(3, B=3, T=6)
+    prompts, responses, _, _ = ragged_batch(3, B=3, T=6, G=3)
     responses = torch.randint(1, 40, (3, 6), generator=torch.Generator().manual_seed(3))
     mask = torch.tensor([[1.0, 1, 0, 0, 1, 1], [1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0]])
     observation = torch.tensor([[0.0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 0, 0], [0] * 6])

@@ -1,16 +1,19 @@
-"""Packed rows: the learner's forward over (prompt + response) segments without padding.
+"""Packed rows: the learner's forward over prompt + responses without padding, each
+prompt computed once for all the responses that share it.
 
 The padded forward (models.py `response_forward`) left-pads prompts and right-pads
 responses into one [B, P + T] input: with ragged responses (GRPO on short answers) about
-40 % of those tokens are padding, and every row also runs its last response token, whose
-output predicts nothing. Here each row becomes one segment, prompt + response up to its
-last real token (that token excluded), and segments are laid end to end into a few rows
-of at most `capacity` tokens (first fit, longest first). Position ids restart at 0 in
-each segment; with no attention mask, transformers (>= 4.54, masking_utils
-`find_packed_sequence_indices`) reads the restarts as segment boundaries and attends
-block-diagonally and causally, under sdpa and eager attention (and flash-attention's
-varlen path). The LM head runs only on the hidden states that predict a response token
-(`logits_to_keep`-style), which the padded path computes for every position.
+40 % of those tokens are padding, each of a group's G rows recomputes the same prompt, and
+every row also runs its last response token, whose output predicts nothing. Here the rows
+that share a prompt become one segment: the prompt once, then each row's response up to
+its last real token (that token excluded) as a branch. A branch token attends to the
+prompt and to its own branch's earlier tokens, never to a sibling branch, and its position
+id continues the prompt's, so it sees exactly what it sees in its padded row. Segments are
+laid end to end into a few rows of at most `capacity` tokens (first fit, longest first);
+the forward gets the [R, 1, C, C] mask itself (a boolean mask under sdpa, an additive one
+under eager attention: what the HF Llama/Qwen2 models accept as a custom 4-D mask). The LM
+head runs only on the hidden states that predict a response token (`logits_to_keep`-style),
+where the padded path computes it at every position.
 
 The result is the padded path's: the same per-token log-probs, entropy, loss and
 gradients to float32 rounding (tests/test_packing.py), not to the bit — the matrix
@@ -40,7 +43,9 @@ class Packed:
     """A batch of B rows as R packed rows of C tokens, and where each scored token is."""
 
     input_ids: torch.Tensor  # [R, C] segments end to end, tail filled with pad
-    position_ids: torch.Tensor  # [R, C] 0.. per segment; the tail continues the last one
+    position_ids: torch.Tensor  # [R, C] the positions each token has in its padded row
+    segment: torch.Tensor  # [R, C] which segment (prompt + branches) a token belongs to
+    branch: torch.Tensor  # [R, C] −1 on a prompt, else the branch (batch row) it starts
     query: torch.Tensor  # [N] flat index (r·C + c) of the position predicting each token
     rows: torch.Tensor  # [N] the batch row of each scored token
     cols: torch.Tensor  # [N] its response position t
@@ -52,6 +57,17 @@ class Packed:
         """Tokens the forward runs, tail padding included."""
         return self.input_ids.numel()
 
+    def allowed(self) -> torch.Tensor:
+        """[R, 1, C, C] True where query q may attend to key k: the same segment, k ≤ q,
+        and k on the prompt or on q's own branch."""
+        C = self.input_ids.shape[1]
+        causal = torch.ones(C, C, dtype=torch.bool).tril()
+        same = self.segment.unsqueeze(-1) == self.segment.unsqueeze(-2)
+        on_path = (self.branch.unsqueeze(-2) == -1) | (
+            self.branch.unsqueeze(-1) == self.branch.unsqueeze(-2)
+        )
+        return (same & on_path & causal).unsqueeze(1)
+
 
 def pack(
     prompt_ids: list[list[int]],
@@ -62,14 +78,15 @@ def pack(
     observation_mask: torch.Tensor | None = None,
     capacity: int | None = None,
 ) -> Packed | None:
-    """Segments of `prompt_ids` (B lists) and `response_ids` [B, T] packed into rows of at
-    most `capacity` tokens (default: the longest segment or MIN_CAPACITY, whichever is
-    larger); None when some row's attended response positions
-    (response_mask ∨ observation_mask) are not a prefix of its row.
+    """The rows of `prompt_ids` (B lists) and `response_ids` [B, T] as segments, one per
+    distinct prompt, packed into rows of at most `capacity` tokens (default: the longest
+    segment or MIN_CAPACITY, whichever is larger); None when some row's attended response
+    positions (response_mask ∨ observation_mask) are not a prefix of its row.
 
-    Row b's segment is prompt_b + response_b[: n_b − 1], n_b its attended length: the
-    query at segment offset len(prompt_b) − 1 + t predicts response token t, and is scored
-    where response_mask[b, t] > 0."""
+    A segment is the prompt p, then for each row b with that prompt the branch
+    response_b[: n_b − 1] (n_b its attended length) at positions len(p) … len(p) + n_b − 2.
+    Response token 0 is predicted at the prompt's last token (one query shared by the
+    branches), token t ≥ 1 at branch offset t − 1; scored where response_mask[b, t] > 0."""
     B, T = response_ids.shape
     seen = response_mask > 0
     if observation_mask is not None:
@@ -79,52 +96,83 @@ def pack(
     if not torch.equal(seen, prefix):
         return None
     lengths = lengths.tolist()
-    sizes = [len(p) + max(n - 1, 0) for p, n in zip(prompt_ids, lengths, strict=True)]
-    width = capacity or max(max(sizes), MIN_CAPACITY)
-    if width < max(sizes):
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for b in range(B):
+        if lengths[b]:  # nothing attended, nothing scored: no branch
+            groups.setdefault(tuple(prompt_ids[b]), []).append(b)
+    segments = list(groups.items())
+    sizes = [len(p) + sum(lengths[b] - 1 for b in members) for p, members in segments]
+    width = capacity or max(max(sizes, default=1), MIN_CAPACITY)
+    if width < max(sizes, default=0):
         raise ValueError(f"capacity={capacity} is below the longest segment ({max(sizes)})")
     # first fit, longest first: a handful of rows, each at most `width` tokens
     bins: list[list[int]] = []
     room: list[int] = []
-    for b in sorted(range(B), key=lambda i: -sizes[i]):
-        if lengths[b] == 0:  # nothing attended, nothing scored: no segment
-            continue
-        home = next((r for r, free in enumerate(room) if free >= sizes[b]), None)
+    for s in sorted(range(len(segments)), key=lambda i: -sizes[i]):
+        home = next((r for r, free in enumerate(room) if free >= sizes[s]), None)
         if home is None:
             bins.append([])
             room.append(width)
             home = len(bins) - 1
-        bins[home].append(b)
-        room[home] -= sizes[b]
-    ids = torch.full((max(len(bins), 1), width), pad_id, dtype=torch.long)
+        bins[home].append(s)
+        room[home] -= sizes[s]
+    R = max(len(bins), 1)
+    ids = torch.full((R, width), pad_id, dtype=torch.long)
     positions = torch.zeros_like(ids)
+    segment = torch.full_like(ids, -1)  # the pad tail: a segment of its own
+    branch = torch.full_like(ids, -1)
     query, rows, cols = [], [], []
     response = response_ids.tolist()
     scored = (response_mask > 0).tolist()
     for r, members in enumerate(bins):
         at = 0
-        for b in members:
-            p, n = prompt_ids[b], lengths[b]
-            segment = list(p) + response[b][: n - 1]
-            ids[r, at : at + len(segment)] = torch.tensor(segment)
-            positions[r, at : at + len(segment)] = torch.arange(len(segment))
-            for t in range(n):
-                if scored[b][t]:
-                    query.append(r * width + at + len(p) - 1 + t)
-                    rows.append(b)
-                    cols.append(t)
-            at += len(segment)
-        # the pad tail is a segment of its own (positions from 0): nothing real attends to it
+        for s in members:
+            p, branches = segments[s]
+            ids[r, at : at + len(p)] = torch.tensor(p)
+            positions[r, at : at + len(p)] = torch.arange(len(p))
+            segment[r, at : at + sizes[s]] = s
+            last_prompt, at = at + len(p) - 1, at + len(p)
+            for b in branches:
+                n = lengths[b]
+                ids[r, at : at + n - 1] = torch.tensor(response[b][: n - 1], dtype=torch.long)
+                positions[r, at : at + n - 1] = torch.arange(len(p), len(p) + n - 1)
+                branch[r, at : at + n - 1] = b
+                for t in range(n):
+                    if scored[b][t]:
+                        query.append(r * width + (last_prompt if t == 0 else at + t - 1))
+                        rows.append(b)
+                        cols.append(t)
+                at += n - 1
         positions[r, at:] = torch.arange(width - at)
     rows_t, cols_t = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
     return Packed(
         ids,
         positions,
+        segment,
+        branch,
         torch.tensor(query, dtype=torch.long),
         rows_t,
         cols_t,
         response_ids[rows_t, cols_t],
         (B, T),
+    )
+
+
+def attention_mask(model, packed: Packed, device) -> torch.Tensor:
+    """The custom 4-D mask in the form `model`'s attention reads: boolean (True = attend)
+    under sdpa, additive (0 or the dtype's minimum) under eager."""
+    allowed = packed.allowed().to(device)
+    kind = getattr(model.config, "_attn_implementation", None) or "eager"
+    if kind == "sdpa":
+        return allowed
+    if kind == "eager":
+        dtype = next(model.parameters()).dtype
+        return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(
+            ~allowed, torch.finfo(dtype).min
+        )
+    raise ValueError(
+        f"packing=true needs sdpa or eager attention (a custom 4-D mask); the model uses "
+        f"{kind!r}: load it with attn_implementation='sdpa' or set packing=false"
     )
 
 
@@ -149,10 +197,10 @@ def packed_forward(
     ids, positions = packed.input_ids.to(device), packed.position_ids.to(device)
     query = packed.query.to(device)
     with autocast_for(model), checkpointing_for(model):
-        # attention_mask=None: transformers builds the block-diagonal causal mask from the
-        # position ids' restarts; logits_to_keep=1 keeps the full-width head off [R, C]
+        # logits_to_keep=1 keeps the full-width head off [R, C]: it runs below, on N rows
         output = model(
             input_ids=ids,
+            attention_mask=attention_mask(model, packed, device),
             position_ids=positions,
             output_hidden_states=True,
             use_cache=False,
