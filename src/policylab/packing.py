@@ -116,40 +116,42 @@ def pack(
             home = len(bins) - 1
         bins[home].append(s)
         room[home] -= sizes[s]
-    R = max(len(bins), 1)
-    ids = torch.full((R, width), pad_id, dtype=torch.long)
-    positions = torch.zeros_like(ids)
-    segment = torch.full_like(ids, -1)  # the pad tail: a segment of its own
-    branch = torch.full_like(ids, -1)
+    # the rows as Python lists, one tensor each at the end (a per-token torch op costs
+    # more than the whole layout); a row's pad tail is a segment (−1) of its own
+    ids, positions, segment, branch = [], [], [], []
     query, rows, cols = [], [], []
     response = response_ids.tolist()
     scored = (response_mask > 0).tolist()
-    for r, members in enumerate(bins):
-        at = 0
+    for r, members in enumerate(bins or [[]]):
+        row_ids, row_pos, row_seg, row_branch = [], [], [], []
         for s in members:
             p, branches = segments[s]
-            ids[r, at : at + len(p)] = torch.tensor(p)
-            positions[r, at : at + len(p)] = torch.arange(len(p))
-            segment[r, at : at + sizes[s]] = s
-            last_prompt, at = at + len(p) - 1, at + len(p)
+            last_prompt = r * width + len(row_ids) + len(p) - 1
+            row_ids += p
+            row_pos += range(len(p))
+            row_branch += [-1] * len(p)
             for b in branches:
-                n = lengths[b]
-                ids[r, at : at + n - 1] = torch.tensor(response[b][: n - 1], dtype=torch.long)
-                positions[r, at : at + n - 1] = torch.arange(len(p), len(p) + n - 1)
-                branch[r, at : at + n - 1] = b
+                n, at = lengths[b], r * width + len(row_ids)
+                row_ids += response[b][: n - 1]
+                row_pos += range(len(p), len(p) + n - 1)
+                row_branch += [b] * (n - 1)
                 for t in range(n):
                     if scored[b][t]:
-                        query.append(r * width + (last_prompt if t == 0 else at + t - 1))
+                        query.append(last_prompt if t == 0 else at + t - 1)
                         rows.append(b)
                         cols.append(t)
-                at += n - 1
-        positions[r, at:] = torch.arange(width - at)
+            row_seg += [s] * (len(row_ids) - len(row_seg))
+        tail = width - len(row_ids)
+        ids.append(row_ids + [pad_id] * tail)
+        positions.append(row_pos + list(range(tail)))
+        segment.append(row_seg + [-1] * tail)
+        branch.append(row_branch + [-1] * tail)
     rows_t, cols_t = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
     return Packed(
-        ids,
-        positions,
-        segment,
-        branch,
+        torch.tensor(ids, dtype=torch.long),
+        torch.tensor(positions, dtype=torch.long),
+        torch.tensor(segment, dtype=torch.long),
+        torch.tensor(branch, dtype=torch.long),
         torch.tensor(query, dtype=torch.long),
         rows_t,
         cols_t,
