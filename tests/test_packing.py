@@ -173,11 +173,11 @@ def test_several_segments_per_row_stay_apart(capacity):
     padded = response_forward(model, prompts, responses, mask, pad_id=PAD)
     packed = pack(prompts, responses, mask, pad_id=PAD, capacity=capacity)
     together = packed_forward(model, packed)
-    torch.testing.assert_close(together.logprobs, padded.logprobs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(together["logprobs"], padded.logprobs, atol=1e-5, rtol=0)
     assert packed.input_ids.shape[0] < len(prompts)  # rows were actually shared
     packed.segment = torch.zeros_like(packed.segment)  # one segment per row: they leak
     mixed = packed_forward(model, packed)
-    assert (mixed.logprobs - padded.logprobs).abs().max() > 1e-3
+    assert (mixed["logprobs"] - padded.logprobs).abs().max() > 1e-3
 
 
 @pytest.mark.parametrize("attention", ["eager", "sdpa"])

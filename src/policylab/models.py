@@ -292,7 +292,7 @@ def response_forward(
             observation_mask=observation_mask,
         )
         if packed is not None:
-            return packed_forward(
+            fields = packed_forward(
                 model,
                 packed,
                 temperature=temperature,
@@ -301,6 +301,7 @@ def response_forward(
                 with_hidden=with_hidden,
                 home=response_ids.device,
             )
+            return ResponseForward(**fields)
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)

@@ -188,11 +188,10 @@ def packed_forward(
     with_hidden: bool = False,
     home: torch.device | None = None,
 ):
-    """models.py `response_forward` on a `Packed` batch: a `ResponseForward` of [B, T]
+    """models.py `response_forward` on a `Packed` batch: the fields of its `ResponseForward`
+    as a dict ("logprobs", and "entropy", "hidden", "head_input", "logits" when asked) of [B, T]
     tensors (0 wherever the response mask is 0), log-probs with gradient. The LM head
     (`model.get_output_embeddings()`) runs on the N scored positions only."""
-    from policylab.models import ResponseForward
-
     device = next(model.parameters()).device
     home = home or torch.device("cpu")
     B, T = packed.shape
@@ -219,12 +218,12 @@ def packed_forward(
     def spread(values: torch.Tensor) -> torch.Tensor:  # [N, ...] → [B, T, ...], 0 elsewhere
         return values.new_zeros((B, T, *values.shape[1:])).index_put(where, values)
 
-    out = ResponseForward(spread(logp[0]).to(home))
+    out = {"logprobs": spread(logp[0]).to(home)}
     if with_entropy:
-        out.entropy = spread(entropy[0]).to(home)
+        out["entropy"] = spread(entropy[0]).to(home)
     if with_hidden:
-        out.hidden = spread(hidden)
+        out["hidden"] = spread(hidden)
     if with_head:
-        out.head_input = (spread(hidden.detach().float()) / temperature).to(home)
-        out.logits = (spread(logits.detach().float()) / temperature).to(home)
+        out["head_input"] = (spread(hidden.detach().float()) / temperature).to(home)
+        out["logits"] = (spread(logits.detach().float()) / temperature).to(home)
     return out
