@@ -264,6 +264,11 @@ class TrainConfig(RunSchema):
     workers: int = Field(
         1, ge=1, description="distributed=ddp: local processes to start (1 under torchrun)"
     )
+    packing: bool = Field(
+        False,
+        description="learner and reference forwards on packed rows without padding, the LM "
+        "head on response positions only (equal to float32 rounding; docs/benchmarks.md)",
+    )
     lr: float = Field(
         5e-5, gt=0, description="peak AdamW learning rate (measured: docs/training.md)"
     )

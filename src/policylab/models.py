@@ -19,6 +19,7 @@ import torch
 
 from policylab.devices import autocast_for, checkpointing_for
 from policylab.logprobs import selective_logprobs
+from policylab.packing import pack, packed_forward
 
 log = logging.getLogger(__name__)
 
@@ -213,13 +214,15 @@ def sequence_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     observation_mask: torch.Tensor | None = None,
+    packing: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs [B, T] of `response_ids` after each prompt under `model` (logits divided by
     `temperature`, as the engine samples), and optionally the next-token entropy [B, T].
 
     Prompts are left-padded and responses right-padded into one [B, P + T] input, so a
     single forward scores the whole batch; positions come from the attention mask, so
-    padding never shifts them. Masked response positions hold 0."""
+    padding never shifts them. Masked response positions hold 0. `packing`: packing.py's
+    rows without padding instead (equal to float32 rounding)."""
     out = response_forward(
         model,
         prompt_ids,
@@ -229,6 +232,7 @@ def sequence_logprobs(
         temperature=temperature,
         with_entropy=with_entropy,
         observation_mask=observation_mask,
+        packing=packing,
     )
     return out.logprobs, out.entropy
 
@@ -256,6 +260,7 @@ def response_forward(
     with_head: bool = False,
     observation_mask: torch.Tensor | None = None,
     with_hidden: bool = False,
+    packing: bool = False,
 ) -> ResponseForward:
     """`sequence_logprobs`, plus with `with_head` the LM head's input and output at each
     response position (detached; what CAPO's last-layer curvature model needs). The head
@@ -273,7 +278,30 @@ def response_forward(
     The forward pass runs on the model's device, under the autocast `devices.place` gave
     the model (none by default), with activation checkpointing when it is enabled; the
     log-probs come from logprobs.py `selective_logprobs` (float32, never the whole
-    [B, T, V] float32 log-softmax) and go back to the device of `response_ids`."""
+    [B, T, V] float32 log-softmax) and go back to the device of `response_ids`.
+
+    `packing`: the segments without padding, the LM head on scored positions only
+    (packing.py; equal to float32 rounding, not to the bit); a batch with gaps in its
+    attended response positions keeps this padded path."""
+    if packing:
+        packed = pack(
+            prompt_ids,
+            response_ids,
+            response_mask,
+            pad_id=pad_id,
+            observation_mask=observation_mask,
+        )
+        if packed is not None:
+            fields = packed_forward(
+                model,
+                packed,
+                temperature=temperature,
+                with_entropy=with_entropy,
+                with_head=with_head,
+                with_hidden=with_hidden,
+                home=response_ids.device,
+            )
+            return ResponseForward(**fields)
     device = next(model.parameters()).device
     B, T = response_ids.shape
     P = max(len(p) for p in prompt_ids)

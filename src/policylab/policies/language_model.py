@@ -33,6 +33,7 @@ class LanguageModelPolicy(nn.Module):
         sampling: Sampling | None = None,
         engine: Engine | None = None,
         value_head: bool = False,
+        packing: bool = False,
     ) -> None:
         super().__init__()
         if tokenizer.pad_token_id is None:
@@ -40,6 +41,7 @@ class LanguageModelPolicy(nn.Module):
         self.model, self.tokenizer = model, tokenizer
         self.sampling = sampling or Sampling()
         self.engine = engine if engine is not None else HFEngine(model, tokenizer)
+        self.packing = packing  # evaluate on packed rows (packing.py)
         # the critic of PPO-style recipes (papers/seed_agents.md §A0.7): V = w·h + b on the
         # shared trunk's final hidden state (TRL's AutoModelForCausalLMWithValueHead
         # layout); zero-initialised, so V starts at 0 [ours]
@@ -120,6 +122,7 @@ class LanguageModelPolicy(nn.Module):
             with_head=with_head,
             observation_mask=observation_mask,
             with_hidden=self.value_head is not None,
+            packing=self.packing,
         )
         head = {"head_input": out.head_input, "logits": out.logits} if with_head else {}
         values = None

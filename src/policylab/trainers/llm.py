@@ -251,7 +251,12 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
         cfg.engine, cfg.vllm, model, tokenizer, model_path=_model_path(cfg.model), seed=cfg.seed
     )
     policy = LanguageModelPolicy(
-        model, tokenizer, sampling=sampling, engine=engine, value_head=parts.value is not None
+        model,
+        tokenizer,
+        sampling=sampling,
+        engine=engine,
+        value_head=parts.value is not None,
+        packing=cfg.packing,
     ).to(precision.device)
     updates = cfg.steps * cfg.epochs * cfg.minibatches
 
@@ -600,6 +605,7 @@ def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.T
             pad_id=tokenizer.pad_token_id,
             temperature=cfg.temperature,
             observation_mask=batch.observation_mask,
+            packing=cfg.packing,
         )
     return ref
 

@@ -7,6 +7,7 @@ micro-batch's own forward pass."""
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
@@ -57,6 +58,7 @@ def update(
     history: list[dict[str, float]] = []
     mismatch = None
     gaps: list[tuple[int, float, float]] = []  # (tokens, mean, max) before the first step
+    optimiser_s = 0.0  # clip + optimiser step + schedule: the learn phase's last part
     for _ in range(cfg.epochs):
         order = groups[torch.randperm(len(groups), generator=generator)]
         for chosen in order.chunk(cfg.minibatches):
@@ -126,11 +128,13 @@ def update(
                 metrics.append((tokens, m))
             sync.gradients(policy.parameters())  # DDP: Σ over ranks of the partial gradients
             metrics = sync.metrics(metrics)
+            started = time.perf_counter()
             scaling.unscale_(optimiser)  # (no-op without a scaler)
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip or math.inf)
             scaling.step(optimiser)  # optimiser.step(), skipped when a gradient overflowed
             scaling.update()
             scheduler.step()
+            optimiser_s += time.perf_counter() - started
             step = {**mean_metrics(metrics), "grad_norm": float(norm)}
             if scaling.is_enabled():
                 step["loss_scale"] = scaling.get_scale()
@@ -140,6 +144,7 @@ def update(
     counted = sum(t for t, _, _ in gaps)
     out["engine/logprob_gap_mean"] = sum(t * g for t, g, _ in gaps) / max(counted, 1)
     out["engine/logprob_gap_max"] = max((g for _, _, g in gaps), default=0.0)
+    out["perf/optimiser_s"] = optimiser_s
     return out
 
 
