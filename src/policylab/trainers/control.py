@@ -166,6 +166,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
             collector = make_collector(cfg, cfg.seed + start * cfg.num_envs)
         log.info("resumed %s at iteration %d", run.dir, start)
 
+    run.open_trackers()  # before the clock: their set-up is not training
     done.started = time.perf_counter()
     if start == 0:
         evaluation(policy, cfg, run, done, 0, batch_size)

@@ -176,6 +176,12 @@ class Run:
     def metrics(self, kind: str | None = None) -> list[dict]:
         return read_metrics(self.dir, kind=kind)
 
+    def open_trackers(self) -> None:
+        """Open the trackers now rather than at the first log (after a resume's
+        `load_checkpoint`): a trainer whose clock starts before its first log keeps their
+        set-up (TensorBoard's writer: ~0.3–0.8 s on 2 cores) off the training time."""
+        self._open_trackers()
+
     def _open_trackers(self) -> list[trackers.Tracker]:
         """The trackers, opened on the first log: after a resume's `load_checkpoint`,
         whose step TensorBoard purges the later events from."""
