@@ -8,8 +8,10 @@ seeded with seed + i) until the 10-episode evaluation return first reaches 475, 
 step cap (100k). Both are evaluated every `--eval-every` iterations of 8 × 32 steps by the
 same function, `policylab.workflows.episodes.evaluate_policy`: 10 fixed-seed episodes,
 deterministic actions. The evaluation of the untrained policy (step 0) is done and timed
-on both sides but cannot count as solving. Reported: environment steps and wall-clock
-seconds from the start of training to the end of the first evaluation that reached 475.
+on both sides but cannot count as solving. Reported per seed: environment steps and
+wall-clock seconds from the start of training to the end of the first evaluation that
+reached 475, steps/s over that span, and the load average as the run started; then each
+figure's median with min–max over seeds and the per-seed ratios' (policylab / SB3).
 
 Pendulum-v1 (`--pendulum`, slow): the evaluation return after 24 iterations of 4 × 1024
 steps (98,304 steps) over 3 seeds.
