@@ -40,6 +40,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lm-steps", type=int, default=10)
     p.add_argument("--cartpole-iterations", type=int, default=10)
     p.add_argument("--only", choices=WORKLOADS, help="one workload only")
+    p.add_argument(
+        "--conditions", choices=("both", "as-is", "busy"), default="both",
+        help="the machine as it is, with the busy loops, or both (default)",
+    )  # fmt: skip
     p.add_argument("--out", help="also write the Markdown report here")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -62,7 +66,13 @@ def main(argv: list[str] | None = None) -> None:
         return worker(json.loads(args.worker))
     command = shlex.join([Path(sys.executable).name, *sys.argv]) if argv is None else ""
     workloads = [args.only] if args.only else list(WORKLOADS)
-    conditions = ["as is"] + ([f"+{args.busy} busy"] if args.busy else [])
+    conditions = []
+    if args.conditions in ("both", "as-is"):
+        conditions.append("as is")
+    if args.conditions in ("both", "busy") and args.busy:
+        conditions.append(f"+{args.busy} busy")
+    if not conditions:
+        sys.exit("error: --conditions busy needs --busy >= 1")
     results = []
     for condition in conditions:
         spinners = []
