@@ -8,8 +8,10 @@ seeded with seed + i) until the 10-episode evaluation return first reaches 475, 
 step cap (100k). Both are evaluated every `--eval-every` iterations of 8 × 32 steps by the
 same function, `policylab.workflows.episodes.evaluate_policy`: 10 fixed-seed episodes,
 deterministic actions. The evaluation of the untrained policy (step 0) is done and timed
-on both sides but cannot count as solving. Reported: environment steps and wall-clock
-seconds from the start of training to the end of the first evaluation that reached 475.
+on both sides but cannot count as solving. Reported per seed: environment steps and
+wall-clock seconds from the start of training to the end of the first evaluation that
+reached 475, steps/s over that span, and the load average as the run started; then each
+figure's median with min–max over seeds and the per-seed ratios' (policylab / SB3).
 
 Pendulum-v1 (`--pendulum`, slow): the evaluation return after 24 iterations of 4 × 1024
 steps (98,304 steps) over 3 seeds.
@@ -171,6 +173,21 @@ def _median(values: list[float | None]) -> float | None:
     return None if low is None or high is None else (low + high) / 2
 
 
+def _spread(values: list[float]) -> str:
+    """median (min–max) of values that all exist; "-" when none do."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
+def steps_per_s(r: dict) -> float | None:
+    """Environment steps per wall-clock second up to the solving evaluation (evaluations
+    included; the whole run when unsolved)."""
+    if r["solved_steps"] is not None:
+        return r["solved_steps"] / r["solved_seconds"]
+    return r["env_steps"] / r["seconds"] if r["seconds"] > 0 else None
+
+
 def render(args: argparse.Namespace, command: str, frameworks: list[str], results: list) -> str:
     cart = [r for r in results if r["task"] == "CartPole-v1"]
     k = args.eval_every * 256
@@ -181,10 +198,14 @@ def render(args: argparse.Namespace, command: str, frameworks: list[str], result
         f"Cap {args.cap:,} steps; evaluation every {k:,} steps ({args.eval_every} iterations of "
         f"8 × 32) for both, by the same function (episodes seeded {EVAL_SEED} + i, "
         "deterministic actions); seconds from the start of training to the end of the solving "
-        "evaluation, evaluations included.",
+        "evaluation, evaluations included; steps/s = steps to 475 / seconds to 475. Runs "
+        f"alternate {' '.join(f[:3].upper() for f in frameworks)} per seed, each in its own "
+        "process; load = the 1-minute load average as each run started.",
         "",
-        "| seed | " + " | ".join(f"{f} steps | {f} s" for f in frameworks) + " |",
-        "|---" * (1 + 2 * len(frameworks)) + "|",
+        "| seed | "
+        + " | ".join(f"{f} steps | {f} s | {f} steps/s | {f} load" for f in frameworks)
+        + " |",
+        "|---" * (1 + 4 * len(frameworks)) + "|",
     ]
 
     def cell(r: dict | None, key: str, fmt: str) -> str:
@@ -196,17 +217,37 @@ def render(args: argparse.Namespace, command: str, frameworks: list[str], result
     for s in seeds:
         cells = []
         for f in frameworks:
-            cells += [cell(by[f, s], "solved_steps", ","), cell(by[f, s], "solved_seconds", ".1f")]
+            r = by[f, s]
+            cells += [
+                cell(r, "solved_steps", ","),
+                cell(r, "solved_seconds", ".1f"),
+                f"{steps_per_s(r):,.0f}",
+                f"{r['load']:.1f}",
+            ]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     cells = []
     for f in frameworks:
         steps = _median([by[f, s]["solved_steps"] for s in seeds])
         secs = _median([by[f, s]["solved_seconds"] for s in seeds])
+        rates = [steps_per_s(by[f, s]) for s in seeds]
+        loads = [by[f, s]["load"] for s in seeds]
         cells += [
             f"**{'not solved' if steps is None else format(steps, ',.0f')}**",
             f"**{'not solved' if secs is None else format(secs, '.1f')}**",
+            f"**{statistics.median(rates):,.0f}** ({min(rates):,.0f}–{max(rates):,.0f})",
+            f"{statistics.median(loads):.1f} ({min(loads):.1f}–{max(loads):.1f})",
         ]
     lines.append("| **median** | " + " | ".join(cells) + " |")
+    if set(FRAMEWORKS) <= set(frameworks):
+        rate = [steps_per_s(by["policylab", s]) / steps_per_s(by["sb3", s]) for s in seeds]
+        both = [s for s in seeds if by["policylab", s]["solved_seconds"] is not None]
+        both = [s for s in both if by["sb3", s]["solved_seconds"] is not None]
+        time = [by["policylab", s]["solved_seconds"] / by["sb3", s]["solved_seconds"] for s in both]
+        lines += [
+            "",
+            "Per-seed ratios policylab / SB3, median (min–max): steps/s "
+            f"{_spread(rate)}; seconds to 475 {_spread(time)} (seeds both solved: {len(both)}).",
+        ]
     pend = [r for r in results if r["task"] == "Pendulum-v1"]
     if pend:
         lines += [
@@ -237,7 +278,8 @@ def render(args: argparse.Namespace, command: str, frameworks: list[str], result
     lines += [
         "",
         f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, 1 torch thread per run, "
-        f"load average {args.load:.1f} at the start. Versions: {versions}.",
+        f"load average {args.load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end. "
+        f"Versions: {versions}.",
         "",
         "```bash",
         command or "(called from Python)",
@@ -260,7 +302,8 @@ def worker(spec: dict) -> None:
 
     torch.set_num_threads(1)
     runner = run_policylab if spec["framework"] == "policylab" else run_sb3
-    Path(spec["result"]).write_text(json.dumps(runner(spec), indent=1))
+    load = os.getloadavg()[0]
+    Path(spec["result"]).write_text(json.dumps({**runner(spec), "load": load}, indent=1))
 
 
 def run_policylab(spec: dict) -> dict:
@@ -272,7 +315,7 @@ def run_policylab(spec: dict) -> dict:
         "seed": spec["seed"],
         "run_dir": str(Path(spec["dir"]) / "run"),
         "progress": False,
-        "torch_threads": 1,
+        "threads": 1,
         "eval_episodes": EVAL_EPISODES,
         "eval_seed": EVAL_SEED,
     }
@@ -293,14 +336,20 @@ def run_policylab(spec: dict) -> dict:
 
 
 class _SB3Actor:
-    """`policy.normalize` and `policy.act(obs, deterministic)` for `evaluate_policy`,
-    answered by `model.predict` (which applies SB3's own preprocessing)."""
+    """`policy.normalize`, `policy.mode(obs)` and `policy.act(obs, deterministic)` for
+    `evaluate_policy`, answered by `model.predict` (which applies SB3's own preprocessing)."""
 
     def __init__(self, model) -> None:
         self.model = model
 
     def normalize(self, obs):
         return obs
+
+    def mode(self, obs):
+        import torch
+
+        actions, _ = self.model.predict(obs.numpy(), deterministic=True)
+        return torch.as_tensor(actions)
 
     def act(self, obs, deterministic: bool = True):
         from types import SimpleNamespace

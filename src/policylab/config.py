@@ -92,6 +92,17 @@ class RunSchema(Schema):
     (runs/<algo>-<task>-s<seed> unless `run_dir` is set). Subclasses declare the fields
     `algo`, `task`, `seed`, `schedule` and `run_dir`."""
 
+    @field_validator("threads", mode="before", check_fields=False)
+    @classmethod
+    def _thread_count(cls, value: Any) -> Any:
+        ok = value == "auto" or (isinstance(value, int) and not isinstance(value, bool))
+        if not ok or (value != "auto" and value < 0):
+            raise ValueError(
+                f"threads={value!r}; accepted: auto (the free cores), 0 (torch's own count) "
+                "or a number of threads >= 1"
+            )
+        return value
+
     @field_validator("schedule", check_fields=False)
     @classmethod
     def _known_schedule(cls, value: str) -> str:
@@ -430,6 +441,12 @@ class TrainConfig(RunSchema):
     )
     run_dir: str = Field("", description="run folder (default runs/<algo>-<task>-s<seed>)")
     seed: int = Field(0, description="seed of prompts, sampling and initialisation")
+    threads: int | Literal["auto"] = Field(
+        "auto",
+        description="torch CPU threads: auto = the cores other processes leave free, "
+        "round(cpus − load average), at most torch's own count (trainers/run.py "
+        "auto_threads); 0 = torch's own count; n = n",
+    )
     progress: bool = Field(True, description="show the progress bar")
 
     @field_validator("algo")
@@ -732,12 +749,30 @@ class ControlConfig(RunSchema):
         description="keep the policy of the best evaluation in <run_dir>/best/ by this metric, "
         "higher is better (e.g. eval/return_mean; None = off)",
     )
-    torch_threads: int = Field(
-        1, ge=0, description="torch CPU threads (tiny MLPs run fastest on 1; 0 = leave as is)"
-    )
     run_dir: str = Field("", description="run folder (default runs/<algo>-<task>-s<seed>)")
     seed: int = Field(0, description="seed of environments, sampling and initialisation")
+    threads: int | Literal["auto"] = Field(
+        "auto",
+        description="torch CPU threads: auto = the free cores, at most 1 (tiny MLPs run "
+        "fastest on one, trainers/run.py auto_threads); 0 = torch's own count; n = n "
+        "(torch_threads, the older name, is read as this)",
+    )
     progress: bool = Field(True, description="show the progress bar")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_threads_name(cls, data: Any) -> Any:
+        """torch_threads (before issue 22, in saved configs too) is read as `threads`."""
+        if isinstance(data, dict) and "torch_threads" in data:
+            data = dict(data)
+            older = data.pop("torch_threads")
+            if "threads" in data and data["threads"] != older:
+                raise ValueError(
+                    f"threads={data['threads']!r} and torch_threads={older!r} (its older "
+                    "name) disagree; set threads only"
+                )
+            data["threads"] = older
+        return data
 
     @field_validator("selection")
     @classmethod

@@ -160,6 +160,14 @@ class ActorCritic(nn.Module):
         logp, entropy = self._log_prob(out, actions)  # one actor pass; V from `value`
         return Sample(actions, logp, entropy=entropy, values=self.value(x))
 
+    @torch.no_grad()
+    def mode(self, x: torch.Tensor) -> torch.Tensor:
+        """The most likely action at inputs x = normalize(obs): `sample(x,
+        deterministic=True).actions` from one actor pass, without the log-prob, entropy and
+        critic that evaluation does not read."""
+        out = self.actor(x)
+        return out.argmax(-1) if self.discrete else out
+
     def act(
         self,
         x: torch.Tensor,

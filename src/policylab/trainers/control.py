@@ -40,6 +40,11 @@ from policylab.workflows.episodes import EpisodeCollector, evaluate_policy, make
 
 log = logging.getLogger(__name__)
 
+# threads="auto" caps control at one thread: its networks are a few 64-wide layers on
+# batches of 8–256 rows, where a second thread only adds hand-offs (benchmarks/
+# threads_under_load.py measures it)
+CONTROL_MAX_THREADS = 1
+
 CURVES = [
     "eval/return_mean",
     "rollout/episode_return",
@@ -97,7 +102,7 @@ def train(cfg: ControlConfig, *, resume: bool = False, callbacks=()) -> ControlR
     fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16; pg_rainbow: an
     IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17);
     `callbacks` (policylab.callbacks) hear of each iteration, evaluation and checkpoint."""
-    with torch_threads(cfg.torch_threads):
+    with torch_threads(cfg.threads, limit=CONTROL_MAX_THREADS):
         return _train(cfg, resume, callbacks)
 
 
@@ -133,7 +138,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     policy, iqn = make_policy(cfg, collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
-    optimiser = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
+    optimiser = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, foreach=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
     batch_size = cfg.num_envs * cfg.num_steps
 
@@ -161,6 +166,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
             collector = make_collector(cfg, cfg.seed + start * cfg.num_envs)
         log.info("resumed %s at iteration %d", run.dir, start)
 
+    run.open_trackers()  # before the clock: their set-up is not training
     done.started = time.perf_counter()
     if start == 0:
         evaluation(policy, cfg, run, done, 0, batch_size)
@@ -332,7 +338,11 @@ def _learn(
     rollouts = batch.rollouts
     old_logp, old_values = rollouts.logprobs[:, 0], rollouts.values[:, 0]
     params = [p for group in optimiser.param_groups for p in group["params"]]
+    every_row = bool(weight.all())  # no selection dropped a row: no minibatch can be empty
     history: list[tuple[float, dict[str, float]]] = []
+    # the trainer's own per-minibatch figures stay tensors until the iteration ends: one
+    # conversion to Python floats (the same values) instead of four per minibatch
+    own: list[torch.Tensor] = []
     stopped = False
     for _ in range(cfg.epochs):
         order = kept[torch.randperm(len(kept), generator=generator)]
@@ -342,7 +352,7 @@ def _learn(
                 batch.obs[rows], rollouts.actions[rows], extras=extras
             )
             mask = weight[rows]
-            if not mask.any():  # a selection left this minibatch nothing to learn from
+            if not every_row and not mask.any():  # a selection left this minibatch nothing
                 continue
             a = adv[rows].unsqueeze(-1)
             if cfg.norm_adv and len(rows) > 1:
@@ -366,25 +376,16 @@ def _learn(
             optimiser.step()
             with torch.no_grad():
                 log_ratio = logp - old_logp[rows]
-                approx_kl = float(((log_ratio.exp() - 1) - log_ratio).mean())
-            history.append(
-                (
-                    1.0,
-                    {
-                        **pg,
-                        **vf,
-                        "loss": float(loss.detach()),
-                        "entropy": float(entropy.detach().mean()),
-                        "approx_kl": approx_kl,
-                        "grad_norm": float(norm),
-                    },
-                )
-            )
-            if cfg.target_kl is not None and approx_kl > cfg.target_kl:
+                approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
+                own.append(torch.stack([loss, entropy.mean(), approx_kl, norm.to(loss.dtype)]))
+            history.append((1.0, {**pg, **vf}))
+            if cfg.target_kl is not None and float(approx_kl) > cfg.target_kl:
                 stopped = True
                 break
         if stopped:
             break
+    for (_, metrics), values in zip(history, torch.stack(own).tolist() if own else [], strict=True):
+        metrics.update(zip(("loss", "entropy", "approx_kl", "grad_norm"), values, strict=True))
     out = mean_metrics(history)
     out["updates"] = len(history)
     out["early_stop"] = float(stopped)

@@ -43,7 +43,7 @@ from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, buil
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
 from policylab.trainers.export import model_card, save_final_model
 from policylab.trainers.llm_update import update
-from policylab.trainers.run import Run, lr_lambda, progress_bar, run_options
+from policylab.trainers.run import Run, lr_lambda, progress_bar, run_options, torch_threads
 from policylab.workflows.agents import (
     AGENT_COLUMNS,
     AgentOptions,
@@ -116,6 +116,11 @@ def train(
     stop it. `distributed=ddp`: run on every rank (distributed/ddp.py); rank 0's result."""
     if ddp.needs_launch(cfg):  # workers=N: start them; under torchrun: join its group
         return ddp.start(train, cfg, resume=resume, objects=objects, callbacks=callbacks)
+    with torch_threads(cfg.threads):  # "auto": the free cores (trainers/run.py auto_threads)
+        return _train(cfg, resume, objects, callbacks)
+
+
+def _train(cfg: TrainConfig, resume: bool, objects: RunObjects | None, callbacks) -> TrainResult:
     world = ddp.world_of(cfg)
     plan = compose(cfg, objects)
     parts, task, pipeline = plan.parts, plan.task, plan.pipeline

@@ -355,7 +355,8 @@ def evaluate_policy(
     policy, env_id: str, episodes: int = 10, seed: int = 0, *, deterministic: bool = True
 ) -> dict[str, float]:
     """Mean and std of the return of `episodes` episodes, one per environment, env i reset
-    with seed + i (the same episodes at every evaluation); the policy's mode by default."""
+    with seed + i (the same episodes at every evaluation); the policy's mode by default
+    (`policy.mode(x)` when it has one, else `policy.sample(x, deterministic=True)`)."""
     envs = make_vector_env(env_id, episodes)
     obs, _ = envs.reset(seed=[seed + i for i in range(episodes)])
     returns = np.zeros(episodes)
@@ -364,8 +365,10 @@ def evaluate_policy(
     space = envs.single_action_space
     while running.any():
         x = policy.normalize(torch.as_tensor(obs, dtype=torch.float32))
-        step = policy.sample(x, deterministic=deterministic)
-        action = step.actions
+        if deterministic and hasattr(policy, "mode"):  # the actions alone: one actor pass
+            action = policy.mode(x)
+        else:
+            action = policy.sample(x, deterministic=deterministic).actions
         if isinstance(space, gym.spaces.Box):
             action = action.clamp(torch.as_tensor(space.low), torch.as_tensor(space.high))
         obs, reward, term, trunc, _ = envs.step(action.numpy())
