@@ -110,6 +110,21 @@ class RunSchema(Schema):
             raise ValueError(f"unknown schedule {value!r}; choices: constant, linear, cosine")
         return value
 
+    @field_validator("report_to", mode="before", check_fields=False)
+    @classmethod
+    def _trackers_list(cls, value: Any) -> Any:
+        return trackers_list(value)
+
+    @field_validator("report_to", check_fields=False)
+    @classmethod
+    def _known_trackers(cls, value: list[str]) -> list[str]:
+        return known_trackers(value)
+
+    @field_validator("save_best", check_fields=False)
+    @classmethod
+    def _eval_metric(cls, value: str | None) -> str | None:
+        return eval_metric(value)
+
     @property
     def name(self) -> str:
         if self.run_dir:
@@ -454,21 +469,6 @@ class TrainConfig(RunSchema):
     def _known_algo(cls, value: str) -> str:
         return known_algorithm(value)
 
-    @field_validator("report_to", mode="before")
-    @classmethod
-    def _trackers_list(cls, value: Any) -> Any:
-        return trackers_list(value)
-
-    @field_validator("report_to")
-    @classmethod
-    def _known_trackers(cls, value: list[str]) -> list[str]:
-        return known_trackers(value)
-
-    @field_validator("save_best")
-    @classmethod
-    def _eval_metric(cls, value: str | None) -> str | None:
-        return eval_metric(value)
-
     @field_validator("model")
     @classmethod
     def _model_folder_exists(cls, value: str) -> str:
@@ -778,21 +778,6 @@ class ControlConfig(RunSchema):
     @classmethod
     def _known_selection(cls, value: str | None) -> str | None:
         return TrainConfig._known_selection(value)
-
-    @field_validator("report_to", mode="before")
-    @classmethod
-    def _trackers_list(cls, value: Any) -> Any:
-        return trackers_list(value)
-
-    @field_validator("report_to")
-    @classmethod
-    def _known_trackers(cls, value: list[str]) -> list[str]:
-        return known_trackers(value)
-
-    @field_validator("save_best")
-    @classmethod
-    def _eval_metric(cls, value: str | None) -> str | None:
-        return eval_metric(value)
 
     @field_validator("algo")
     @classmethod

@@ -66,3 +66,11 @@ class Engine(Protocol):
     ) -> Generations: ...
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None: ...
+
+
+def check_request(prompt_ids: list[list[int]], n: int) -> None:
+    """What every engine refuses before generating: n < 1, or a prompt without tokens."""
+    if n < 1:
+        raise ValueError(f"n = {n}: need at least one sample per prompt")
+    if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
+        raise ValueError("every prompt needs at least one token")

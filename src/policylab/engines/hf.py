@@ -16,7 +16,7 @@ import inspect
 import torch
 
 from policylab.devices import autocast_for
-from policylab.engines.base import Generations, Sampling
+from policylab.engines.base import Generations, Sampling, check_request
 
 
 class HFEngine:
@@ -47,10 +47,7 @@ class HFEngine:
         sampling: Sampling,
         generator: torch.Generator | None = None,
     ) -> Generations:
-        if n < 1:
-            raise ValueError(f"n = {n}: need at least one sample per prompt")
-        if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
-            raise ValueError("every prompt needs at least one token")
+        check_request(prompt_ids, n)
         device = next(self.model.parameters()).device
         generator = _generator_on(device, generator)
         was_training = self.model.training

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from policylab.algebra.options import build_options, check_choice, check_range, option
-from policylab.engines.base import Generations, Sampling
+from policylab.engines.base import Generations, Sampling, check_request
 
 log = logging.getLogger(__name__)
 
@@ -178,10 +178,7 @@ class VLLMEngine:
         sampling: Sampling,
         generator: torch.Generator | None = None,
     ) -> Generations:
-        if n < 1:
-            raise ValueError(f"n = {n}: need at least one sample per prompt")
-        if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
-            raise ValueError("every prompt needs at least one token")
+        check_request(prompt_ids, n)
         seeds = [None] * len(prompt_ids)
         if generator is not None:  # one seed per prompt, reproducible from the trainer's
             seeds = torch.randint(2**31 - 1, (len(prompt_ids),), generator=generator).tolist()
