@@ -25,12 +25,7 @@ from policylab.trainers.sft_data import (
     token_loss,
 )
 from run_testing import FAST_LLM
-
-CHATML = (
-    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
-    "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
-)
+from tiny_models import CHATML, bpe_tokenizer
 
 
 def write_jsonl(path, rows):
@@ -62,21 +57,14 @@ def config(tmp_path, data, **fields):
 @pytest.fixture(scope="module")
 def chatml_dir(tmp_path_factory):
     """A random 2-layer Qwen2 with a byte-level BPE tokenizer and the ChatML template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
+    tokenizer = bpe_tokenizer(
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        corpus=["system user assistant hello there how are you"] * 20,
         vocab_size=300,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    core.train_from_iterator(["system user assistant hello there how are you"] * 20, trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
     )
     tokenizer.chat_template = CHATML
     folder = tmp_path_factory.mktemp("chatml-qwen2")
