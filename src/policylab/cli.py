@@ -3,6 +3,7 @@
 policylab list                  registered components and named algorithms
 policylab describe NAME         an algorithm's formula, paper and every default with its source
 policylab bandit                every algorithm on the softmax bandit (the current demo)
+policylab solve --testtime NAME a test-time method (LatentSeek, DMLR-text) on one input
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def _train(console: Console, args: argparse.Namespace) -> int:
         return _report_control(console, cfg, result)
     if isinstance(cfg, TabularConfig):
         return _report_tabular(console, cfg, result)
+    if not hasattr(result, "before"):  # a test-time method: scored, nothing trained
+        return _report_testtime(console, cfg, result)
     table = Table(title=f"held-out {cfg.task} ({cfg.eval_n} test examples)", title_justify="left")
     for col in ("", "before", "after"):
         table.add_column(col)
@@ -114,6 +117,110 @@ def _print_agent_metrics(console: Console, run_dir: str) -> None:
     for key, value in sorted(last.items()):
         table.add_row(key.removeprefix("agent/"), f"{value:.3f}")
     console.print(table)
+
+
+def _report_testtime(console: Console, cfg, result) -> int:
+    console.print(
+        f"{cfg.algo} is a test-time method ({result.method}): no weights trained; it ran on "
+        f"{cfg.eval_n} held-out {cfg.task} instances"
+    )
+    _print_testtime(console, {result.method: result.summary}, f"held-out {cfg.task}")
+    console.print(f"run folder: {result.run_dir} ({result.seconds:.0f} s)")
+    return 0
+
+
+def _print_testtime(console: Console, summaries: dict, title: str) -> None:
+    table = Table(title=title, title_justify="left")
+    columns = (
+        "accuracy",
+        "initial_accuracy",
+        "iterations_mean",
+        "reward_calls_mean",
+        "decodes_mean",
+        "forward_passes_mean",
+    )
+    for col in ("method", *columns):
+        table.add_column(col.replace("_", " "))
+    for method, s in summaries.items():
+        table.add_row(method, *(f"{s['eval/' + c]:.3f}" for c in columns))
+    console.print(table)
+
+
+def _solve(console: Console, args: argparse.Namespace) -> int:
+    from policylab import tasks, testtime_run
+    from policylab.config import parse_overrides
+    from policylab.models import load_model
+
+    method, options = testtime_run.resolve(args.testtime, parse_overrides(args.option))
+    needs_reward = "reward_fn" in testtime_run.reward_keywords(method)
+    if needs_reward and args.answer is None:
+        raise ValueError(
+            f"--testtime {args.testtime} is guided by a reward: give --answer (the oracle's "
+            "reference answer) with --task (whose verifier scores it)"
+        )
+    task = tasks.get(args.task)
+    example = {"prompt": args.prompt, "answer": args.answer if args.answer is not None else ""}
+    model, tok = load_model(args.model)
+    model.eval()
+    outcome = testtime_run.solve_one(
+        model,
+        tok,
+        task,
+        example,
+        method,
+        options,
+        seed=args.seed,
+        index=0,
+        max_new_tokens=args.max_new_tokens,
+    )
+    s = outcome.solved
+    table = Table(title=f"{args.testtime} ({method}) on {args.prompt!r}", title_justify="left")
+    table.add_column("")
+    table.add_column("value", overflow="fold")
+    rows = {
+        "first answer": repr(s.initial),
+        "final answer": repr(s.completion),
+        "iterations": str(s.iterations),
+        "rewards": ", ".join(f"{r:g}" for r in s.rewards) or "(none: no reward calls)",
+        "reward calls / decodes / forward passes": (
+            f"{s.reward_calls} / {s.decodes} / {s.forward_passes}"
+        ),
+    }
+    if s.confidence is not None:
+        rows["confidence C"] = f"{s.confidence:.4f}"
+    if args.answer is not None:
+        rows["correct (first → final)"] = f"{outcome.initial_correct} → {outcome.correct}"
+    for key, value in rows.items():
+        table.add_row(key, escape(value))
+    console.print(table)
+    return 0
+
+
+def _eval_testtime(console: Console, args: argparse.Namespace) -> int:
+    from policylab import tasks, testtime_run
+    from policylab.config import parse_overrides
+    from policylab.models import load_model
+
+    method, options = testtime_run.resolve(args.testtime, parse_overrides(args.option))
+    name = args.task or "arithmetic"
+    task = tasks.get(name, **parse_overrides(args.knobs))
+    model, tok = load_model(args.model)
+    _, summary = testtime_run.evaluate(
+        model,
+        tok,
+        task,
+        method,
+        options,
+        n=args.n,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens or 24,
+    )
+    _print_testtime(
+        console,
+        {args.testtime: summary},
+        f"{args.model}: {args.n} held-out {name}, seed {args.seed}",
+    )
+    return 0
 
 
 def _report_control(console: Console, cfg, result) -> int:
@@ -293,6 +400,11 @@ def _eval(console: Console, args: argparse.Namespace) -> int:
     from policylab.api import evaluate_model
     from policylab.config import parse_overrides
 
+    if args.testtime:
+        return _eval_testtime(console, args)
+    if args.option:
+        raise ValueError("--option sets a test-time method's options: give --testtime NAME")
+
     scores = evaluate_model(
         args.model,
         args.task,
@@ -410,7 +522,39 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="generation budget (default: a run folder's, else 24)",
     )
+    ev.add_argument(
+        "--testtime",
+        default=None,
+        metavar="NAME",
+        help="score a test-time method instead (greedy, best_of_n, latentseek, "
+        "latent_conf_pg, best_of_m_by_confidence, or a test-time algorithm; docs/agents.md)",
+    )
+    ev.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a test-time method's option (repeatable), e.g. --option rho=0.5",
+    )
     ev.add_argument("knobs", nargs="*", help="task difficulty knobs as key=value")
+    so = sub.add_parser(
+        "solve",
+        help="run a test-time method (LatentSeek, DMLR-text, ...) on one input",
+    )
+    so.add_argument("--testtime", required=True, metavar="NAME", help="method or algorithm")
+    so.add_argument("--model", default="tiny", help='"tiny", a model folder or a hub id')
+    so.add_argument("--prompt", required=True, help="the input text, e.g. 17+25+3=")
+    so.add_argument("--answer", default=None, help="reference answer for the oracle reward")
+    so.add_argument("--task", default="arithmetic", help="task whose verifier scores answers")
+    so.add_argument("--seed", type=int, default=0, help="seed of sampling and oracle noise")
+    so.add_argument("--max-new-tokens", type=positive_int, default=24)
+    so.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a method option (repeatable), e.g. --option rho=0.5 --option start=answer",
+    )
     ar = sub.add_parser(
         "arena",
         help="algorithms side by side: same task, budget and seeds, with confidence intervals",
@@ -497,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         "train": _train,
         "sft": _sft,
         "eval": _eval,
+        "solve": _solve,
         "arena": _arena,
         "report": _report,
         "claims": _claims,

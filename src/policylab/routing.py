@@ -127,6 +127,12 @@ def train(cfg: RunConfig, *, resume: bool = False, objects: RunObjects | None = 
         from policylab.trainers.control import train as train_control
 
         return train_control(cfg, resume=resume, callbacks=callbacks)
+    from policylab import testtime_run
+
+    if testtime_run.is_testtime(cfg.algo):  # trains no weights: the method per instance
+        if resume or objects or callbacks:
+            raise ValueError(f"{cfg.algo} is a test-time method: no --resume, objects or callbacks")
+        return testtime_run.train(cfg)
     from policylab.trainers.llm import train as train_llm
 
     return train_llm(cfg, resume=resume, objects=objects, callbacks=callbacks)
