@@ -172,6 +172,7 @@ class Solved:
     decodes: int = 0
     forward_passes: int = 0
     confidence: float | None = None
+    latent: torch.Tensor | None = None  # the final latent vectors (latent_confidence_pg's z)
 
 
 def _embed(model, ids: list[int]) -> torch.Tensor:
@@ -318,6 +319,7 @@ def latent_confidence_pg(
     final = decode(model, torch.cat([fixed, z])[None], max_new_tokens=max_new_tokens, eos_id=eos)
     solved.completion = _text(tok, final.ids[0])
     solved.confidence = confidence(final, topk)[0]
+    solved.latent = z
     solved.decodes += 1
     solved.forward_passes += final.forward_passes
     return solved
