@@ -305,3 +305,11 @@ def _summary_text(cfg, method, options, summary, seconds) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def pause_rows(task, n: int, pause: int = 4, seed: int = 0) -> list[dict[str, str]]:
+    """SFT rows of the DMLR-text model: `n` training-split examples of `task` with `pause`
+    pause characters between prompt and answer ({"prompt": "17+25+3=~~~~", "answer": "45"});
+    `policylab sft --task FILE` trains on their `<answer>…</answer>` demonstrations."""
+    rows = task.examples("train", n, seed=seed)
+    return [{"prompt": r["prompt"] + PAUSE * pause, "answer": r["answer"]} for r in rows]
