@@ -104,7 +104,10 @@ def _run(args, model, tok, task, name: str, seed: int) -> dict:
     if path.is_file():
         return json.loads(path.read_text())
     method, options, _ = CONTENDERS[name]
-    method, options = resolve(method, {**options, "pause": args.pause})
+    options = {**options, "pause": args.pause}
+    if method == "latent_conf_pg":  # its K pauses are the model's pause characters
+        options["K"] = args.pause
+    method, options = resolve(method, options)
     started = time.perf_counter()
     outcomes, summary = evaluate(
         model, tok, task, method, options, n=args.n, seed=seed, eval_seed=args.eval_seed

@@ -146,8 +146,10 @@ def test_hidden_states_reproduce_the_greedy_answer(tiny):
     # z_j = h_j must decode to the answer's tokens: argmax(W h_j) = y_j (positions right)
     model, tok = tiny
     out = testtime.decode(
-        model, model.get_input_embeddings()(torch.tensor([_ids(tok, "45+74=")])),
-        max_new_tokens=24, eos_id=tok.eos_token_id,
+        model,
+        model.get_input_embeddings()(torch.tensor([_ids(tok, "45+74=")])),
+        max_new_tokens=24,
+        eos_id=tok.eos_token_id,
     )
     head = model.get_output_embeddings().weight
     again = (out.hidden[0] @ head.T).argmax(-1).tolist()
@@ -192,7 +194,14 @@ def test_latent_confidence_pg_step_is_the_score_function_estimate(tiny, monkeypa
     z0 = model.get_input_embeddings()(torch.tensor(ids[-1:])).detach()
     eps = torch.randn(2, 1, z0.shape[-1], generator=torch.Generator().manual_seed(5))
     solved = testtime.latent_confidence_pg(
-        model, tok, ids, K=1, M=2, sigma=0.1, lr=0.1, steps=1,
+        model,
+        tok,
+        ids,
+        K=1,
+        M=2,
+        sigma=0.1,
+        lr=0.1,
+        steps=1,
         generator=torch.Generator().manual_seed(5),
     )
     assert torch.allclose(solved.latent - z0, 0.25 * (eps[0] - eps[1]), atol=1e-6)

@@ -140,7 +140,7 @@ def decode(
     passes = 0
     for _ in range(max_new_tokens):
         passes += int(live.sum())
-        h = trunk(inputs_embeds=embeds).last_hidden_state[:, -1]
+        h = trunk(inputs_embeds=embeds, use_cache=False).last_hidden_state[:, -1]
         out = head(h).float()
         if temperature > 0:
             probs = torch.softmax(out / temperature, dim=-1)

@@ -82,6 +82,11 @@ def _check(name: str, options: dict[str, Any]) -> None:
         raise ValueError(f"{name}: reward={options['reward']!r}; accepted: {', '.join(REWARDS)}")
     if not isinstance(options["pause"], int) or options["pause"] < 0:
         raise ValueError(f"{name}: pause={options['pause']!r}; accepted: 0, 1, 2, ...")
+    if options["pause"] < options.get("K", 0):
+        raise ValueError(
+            f"{name}: K={options['K']} latent positions replace the prompt's last K ids, "
+            f"but pause={options['pause']}: give pause ≥ K (the model's pause characters)"
+        )
     start = options.get("start", 0)
     if start != "answer" and (not isinstance(start, int) or start < 0):
         raise ValueError(f"{name}: start={start!r}; accepted: 0, 1, ... or 'answer'")
