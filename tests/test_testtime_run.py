@@ -160,3 +160,13 @@ def test_every_recipe_source_is_tagged():
     for name in ("latentseek", "dmlr_text_provisional"):
         recipe = recipes.get(name)
         assert all(s.startswith(("[paper", "[code", "[ours")) for s in recipe.citations.values())
+
+
+def test_train_dmlr_text_runs_on_the_tiny_model(tmp_path, capsys):
+    # the shipped model never saw pauses; the run still works and records its cost
+    run = tmp_path / "dmlr"
+    argv = ["train", "--algo", "dmlr_text_provisional", "--task", "arithmetic"]
+    assert main([*argv, "eval_n=1", f"run_dir={run}", "report_to=[]", "agent={steps: 1}"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["testtime/decodes"] == 8 + 1  # M perturbations, then the final decode
+    assert rows[0]["testtime/reward_calls"] == 0  # guided by confidence, not a reward
