@@ -121,7 +121,7 @@ def test_oracle_reward_is_zero_right_minus_one_wrong():
     assert oracle("<answer>119</answer>") == 0.0
     assert oracle("<answer>129</answer>") == -1.0
     assert oracle("119") == -1.0  # no answer block: the verifier's 0 → wrong
-    assert oracle.calls == 3 and oracle.flips == 0
+    assert oracle.calls == 3 and oracle.flips == 0 and oracle.unparsed == 1
 
 
 def test_noisy_oracle_flips_at_its_rate_and_is_seeded():

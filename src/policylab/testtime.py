@@ -27,12 +27,17 @@ B rows counts B).
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
+
+from policylab.tasks.base import extract_answer
+
+log = logging.getLogger(__name__)
 
 # LatentSeek's four self-verification questions and their weights [code src/rewards/reward.py]
 VERIFIER_WEIGHTS = {"calculation": 2.0, "answer": 1.0, "completeness": 2.0, "understanding": 1.0}
@@ -69,9 +74,13 @@ class OracleReward:
         self.rng = random.Random(seed)
         self.calls = 0
         self.flips = 0
+        self.unparsed = 0  # completions without an <answer> block: wrong (−1), counted
 
     def __call__(self, completion: str) -> float:
         self.calls += 1
+        if extract_answer(completion) is None:
+            self.unparsed += 1
+            log.debug("oracle reward: no <answer> block in %r: scored wrong", completion)
         right = self.task.verify(completion, self.example) >= 1.0
         if self.flip and self.rng.random() < self.flip:
             right = not right

@@ -100,6 +100,7 @@ class Outcome:
     correct: bool
     initial_correct: bool
     flips: int
+    unparsed: int
     seconds: float
 
 
@@ -137,6 +138,7 @@ def solve_one(
         task.verify(solved.completion, example) >= 1.0,
         task.verify(solved.initial, example) >= 1.0,
         oracle.flips,
+        oracle.unparsed,
         time.perf_counter() - started,
     )
 
@@ -167,6 +169,7 @@ def instance_row(outcome: Outcome) -> dict[str, float]:
         "testtime/forward_passes": float(s.forward_passes),
         "testtime/final_reward": s.rewards[-1] if s.rewards else float("nan"),
         "testtime/oracle_flips": float(outcome.flips),
+        "testtime/unparsed_answers": float(outcome.unparsed),
         "testtime/seconds": outcome.seconds,
     }
 
