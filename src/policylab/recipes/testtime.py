@@ -55,6 +55,9 @@ add(
             "With the tiny model's short answers (`<answer>` and `</answer>` are one token "
             "each, L ≈ 5) ρ = 0.1 gives ℓ = 0 and the answer is the greedy one; "
             "start=answer rho=0.5 optimises the answer's leading digits (docs/agents.md).",
+            "advantage/loss name the nearest registered algebra (for `policylab list` and "
+            "the bandit); the update itself runs on latent vectors in "
+            "policylab/testtime.py:latentseek, never through the trainer.",
         ),
     )
 )
@@ -92,6 +95,9 @@ add(
             "not reproduced; no claim about its benchmarks follows.",
             "Needs a model SFT'd with 4 pauses between prompt and answer (docs/agents.md, "
             "`python benchmarks/testtime.py pause-data`).",
+            "advantage/loss name the nearest registered algebra (for `policylab list` and "
+            "the bandit); the update itself runs on latent vectors in "
+            "policylab/testtime.py:latent_confidence_pg, never through the trainer.",
         ),
     )
 )
