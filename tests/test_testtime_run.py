@@ -4,6 +4,7 @@ latentseek` (a run folder, nothing trained), `policylab solve`, `policylab eval 
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,5 @@ def test_train_dmlr_text_runs_on_the_tiny_model(tmp_path, capsys):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["testtime/decodes"] == 8 + 1  # M perturbations, then the final decode
     assert rows[0]["testtime/reward_calls"] == 0  # guided by confidence, not a reward
+    assert math.isnan(rows[0]["testtime/initial_correct"])  # no first answer decoded
+    assert math.isnan(rows[-1]["eval/initial_accuracy"])

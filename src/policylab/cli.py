@@ -178,7 +178,7 @@ def _solve(console: Console, args: argparse.Namespace) -> int:
     table.add_column("")
     table.add_column("value", overflow="fold")
     rows = {
-        "first answer": repr(s.initial),
+        "first answer": "(none: it starts from latents)" if s.initial is None else repr(s.initial),
         "final answer": repr(s.completion),
         "iterations": str(s.iterations),
         "rewards": ", ".join(f"{r:g}" for r in s.rewards) or "(none: no reward calls)",

@@ -171,10 +171,11 @@ def decode(
 
 @dataclass
 class Solved:
-    """One instance's outcome: the final completion and what it cost."""
+    """One instance's outcome: the final completion, the first one decoded (None for
+    latent_confidence_pg, which decodes none before its first update), and the cost."""
 
     completion: str
-    initial: str
+    initial: str | None
     iterations: int = 0
     rewards: list[float] = field(default_factory=list)
     reward_calls: int = 0
@@ -315,7 +316,7 @@ def latent_confidence_pg(
     with torch.no_grad():
         base = _embed(model, prompt_ids)[0]
     fixed, z = base[:-K], base[-K:].clone()
-    solved = Solved("", "")
+    solved = Solved("", None)  # no unperturbed decode before the first step
     for _ in range(steps):
         eps = torch.randn(M, *z.shape, generator=generator)
         embeds = torch.cat([fixed.expand(M, -1, -1), z + sigma * eps], dim=1)

@@ -13,6 +13,7 @@ and `pause` (K pause characters `~` appended to every prompt: the DMLR-text mode
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ import torch
 from policylab import testtime
 from policylab.tasks.base import ANSWER_OPEN
 
+NAN = float("nan")
 PAUSE = "~"  # the DMLR-text model's pause character [ours, seed_agents.md §A9]
 METHODS: dict[str, Callable] = {
     "greedy": testtime.greedy,
@@ -98,7 +100,7 @@ class Outcome:
 
     solved: testtime.Solved
     correct: bool
-    initial_correct: bool
+    initial_correct: bool | None  # None: the method decodes no first answer
     flips: int
     unparsed: int
     seconds: float
@@ -136,7 +138,7 @@ def solve_one(
     return Outcome(
         solved,
         task.verify(solved.completion, example) >= 1.0,
-        task.verify(solved.initial, example) >= 1.0,
+        None if solved.initial is None else task.verify(solved.initial, example) >= 1.0,
         oracle.flips,
         oracle.unparsed,
         time.perf_counter() - started,
@@ -162,12 +164,14 @@ def instance_row(outcome: Outcome) -> dict[str, float]:
     s = outcome.solved
     return {
         "testtime/correct": float(outcome.correct),
-        "testtime/initial_correct": float(outcome.initial_correct),
+        "testtime/initial_correct": (
+            NAN if outcome.initial_correct is None else float(outcome.initial_correct)
+        ),
         "testtime/iterations": float(s.iterations),
         "testtime/reward_calls": float(s.reward_calls),
         "testtime/decodes": float(s.decodes),
         "testtime/forward_passes": float(s.forward_passes),
-        "testtime/final_reward": s.rewards[-1] if s.rewards else float("nan"),
+        "testtime/final_reward": s.rewards[-1] if s.rewards else NAN,
         "testtime/oracle_flips": float(outcome.flips),
         "testtime/unparsed_answers": float(outcome.unparsed),
         "testtime/seconds": outcome.seconds,
@@ -175,9 +179,14 @@ def instance_row(outcome: Outcome) -> dict[str, float]:
 
 
 def summarize(outcomes: list[Outcome]) -> dict[str, float]:
-    """Means over instances of `instance_row`, named accuracy where they are 0/1."""
+    """Means over instances of `instance_row`, named accuracy where they are 0/1 (nan
+    values, such as a method's missing first answer, are left out; all nan gives nan)."""
     rows = [instance_row(o) for o in outcomes]
-    mean = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0] if k != "testtime/final_reward"}
+    mean = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows if not math.isnan(r[key])]
+        mean[key] = sum(values) / len(values) if values else NAN
+    mean.pop("testtime/final_reward")
     return {
         "eval/accuracy": mean.pop("testtime/correct"),
         "eval/initial_accuracy": mean.pop("testtime/initial_correct"),
