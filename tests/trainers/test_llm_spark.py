@@ -28,7 +28,9 @@ def test_spark_alternates_periods_charges_them_and_resumes_with_its_cache(tmp_pa
     assert "spark/judge_acc" in rows[1] and "spark/judge_acc" not in rows[0]
     # every period is charged: 4 prompts × 4 samples a step, recycled ones included
     assert [r["budget/samples"] for r in rows] == [16, 32, 48, 64]
-    assert all(b["budget/tokens"] > a["budget/tokens"] for a, b in zip(rows, rows[1:]))
+    assert all(
+        b["budget/tokens"] > a["budget/tokens"] for a, b in zip(rows, rows[1:], strict=False)
+    )
     first = config(tmp_path / "b", steps=4, eval_every=2)
     train(first.model_copy(update={"steps": 2}))
     train(first, resume=True)  # the cache, the due reward period and the builder's RNG
