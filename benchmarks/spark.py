@@ -24,6 +24,7 @@ import argparse
 import itertools
 import json
 import random
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -126,16 +127,20 @@ def score(args) -> None:
     items = [json.loads(line) for line in Path(args.judge_set).read_text().splitlines()]
     examples = tasks.get("arithmetic").examples("test", args.n, seed=0)
     table: dict[str, dict[int, dict[str, float]]] = {}
-    for run in sorted((folder / "runs").iterdir()):
-        algo, seed = run.name.rsplit("-s", 1)
-        model, tokenizer = load_model(str(run / "model"))
+    runs = [(*r.name.rsplit("-s", 1), r / "model") for r in sorted((folder / "runs").iterdir())]
+    if args.start:  # the shared starting model, scored with each seed's sampling draws
+        seeds = sorted({seed for _, seed, _ in runs})
+        runs = [("start", seed, Path(args.start)) for seed in seeds] + runs
+    for algo, seed, path in runs:
+        model, tokenizer = load_model(str(path))
         scores = {"judge_acc": judge_accuracy(model, tokenizer, items)}
         scores.update(self_selection(model, tokenizer, examples, int(seed)))
         scores["bo4_minus_greedy"] = scores["bo4_judge"] - scores["greedy"]
         table.setdefault(algo, {})[int(seed)] = scores
-        print(run.name, {k: round(v, 3) for k, v in scores.items()}, file=sys.stderr)
+        print(algo, seed, {k: round(v, 3) for k, v in scores.items()}, file=sys.stderr)
     metrics = ["judge_acc", "greedy", "maj4", "bo4_judge", "bo4_minus_greedy"]
-    base = args.base if args.base in table else next(iter(table))
+    base = re.sub(r"[^\w@=.,+-]", "_", args.base)  # as the arena names run folders
+    base = base if base in table else next(iter(table))
     lines = [
         f"judge set: {len(items)} items ({args.judge_set}); self-selection on {len(examples)} "
         "held-out prompts; mean [95 % t CI] over seeds; Δ = paired by seed vs " + base,
@@ -178,7 +183,8 @@ def main(argv=None) -> None:
     scored.add_argument("arena")
     scored.add_argument("--judge-set", required=True)
     scored.add_argument("--n", type=int, default=100, help="held-out arithmetic prompts")
-    scored.add_argument("--base", default="grpo")
+    scored.add_argument("--base", default="grpo", help="the --algos entry paired against")
+    scored.add_argument("--start", default="", help="also score this model (the warm start)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     build_data(args) if args.cmd == "data" else score(args)
