@@ -71,6 +71,8 @@ def test_bad_recycling_fails_before_any_model_loads(tmp_path):
         compose(config(tmp_path, task="plan_path_moves"))
     with pytest.raises(ConfigError, match="offline_prompts"):
         compose(config(tmp_path, offline_prompts=4))
+    with pytest.raises(ConfigError, match="not sharded"):
+        compose(config(tmp_path, distributed="ddp", workers=2))
 
 
 def test_recycling_is_off_for_other_recipes_and_on_with_any_recycle_key(tmp_path):

@@ -477,6 +477,11 @@ def recycle_plan(cfg: TrainConfig, parts: Components, agent) -> RecycleOptions |
         options = recycle_options(parts.recipe, cfg.recycle)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    if options is not None and cfg.distributed != "none":
+        raise ConfigError(
+            f"{cfg.algo} with distributed={cfg.distributed}: reward periods are not sharded "
+            "across ranks yet; accepted: distributed none"
+        )
     if options is not None and (agent is not None or cfg.chat or cfg.offline_prompts):
         raise ConfigError(
             f"{cfg.algo} recycles the groups of single-turn, plain-text, online steps; "
