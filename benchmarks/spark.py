@@ -84,6 +84,16 @@ def judge_accuracy(model, tokenizer, items: list[dict]) -> float:
     )
 
 
+def most_wins(n: int, said: dict[tuple[int, int], str | None]) -> int:
+    """The answer with the most pairwise wins, ties to the earliest: `said[i, j]` is the
+    judge's verdict on `q a_i|a_j?` ("1": a_i is right, "2": a_j; anything else: no win)."""
+    wins = [0] * n
+    for (i, j), verdict in said.items():
+        if verdict in ("1", "2"):
+            wins[i if verdict == "1" else j] += 1
+    return max(range(n), key=lambda k: (wins[k], -k))
+
+
 def self_selection(model, tokenizer, examples, seed: int) -> dict[str, float]:
     """Greedy, majority@4 and best-of-4-by-self-judge accuracy on `examples`."""
     task = tasks.get("arithmetic")
@@ -103,15 +113,12 @@ def self_selection(model, tokenizer, examples, seed: int) -> dict[str, float]:
                 judge_prompts.append(f"{q}{shown[a]}|{shown[b]}?")
                 where.append((j, a, b))
     verdicts = generate(model, tokenizer, judge_prompts, 1, 0.0, seed, 4) if judge_prompts else []
-    wins = [[0] * G for _ in prompts]
+    said: list[dict] = [{} for _ in prompts]
     for (j, a, b), text in zip(where, verdicts, strict=True):
-        said = extract_answer(text)
-        if said in ("1", "2"):
-            wins[j][a if said == "1" else b] += 1
+        said[j][a, b] = extract_answer(text)
     chosen, majority = [], []
     for j in range(len(prompts)):
-        best = max(range(G), key=lambda k: (wins[j][k], -k))
-        chosen.append(sampled[j * G + best])
+        chosen.append(sampled[j * G + most_wins(G, said[j])])
         votes = Counter(s for s in shown_all[j] if s is not None)
         top = votes.most_common(1)[0][0] if votes else ""
         majority.append(f"<answer>{top}</answer>")
@@ -127,7 +134,8 @@ def score(args) -> None:
     items = [json.loads(line) for line in Path(args.judge_set).read_text().splitlines()]
     examples = tasks.get("arithmetic").examples("test", args.n, seed=0)
     table: dict[str, dict[int, dict[str, float]]] = {}
-    runs = [(*r.name.rsplit("-s", 1), r / "model") for r in sorted((folder / "runs").iterdir())]
+    finished = [r for r in sorted((folder / "runs").iterdir()) if (r / "arena_done.json").exists()]
+    runs = [(*r.name.rsplit("-s", 1), r / "model") for r in finished]
     if args.start:  # the shared starting model, scored with each seed's sampling draws
         seeds = sorted({seed for _, seed, _ in runs})
         runs = [("start", seed, Path(args.start)) for seed in seeds] + runs
