@@ -413,6 +413,13 @@ class TrainConfig(RunSchema):
         "completions of N prompts once from the initial policy, keep mixed-outcome groups, "
         "train on them for the whole run (only that pass counts against max_samples)",
     )
+    recycle: dict[str, Any] = Field(
+        default_factory=dict,
+        description="SPARK rollout recycling overrides (reflection, pointwise_prob, "
+        "reflect_max, capacity, max_answer_chars; the spark recipe's defaults): each step's "
+        "groups become judge and reflection examples, trained on in reward periods; any key "
+        "turns recycling on for another recipe (workflows/spark.py)",
+    )
     agent: dict[str, Any] = Field(
         default_factory=dict,
         description="multi-turn tasks: agent workflow overrides (branching, branches, regime, "

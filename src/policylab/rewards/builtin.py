@@ -22,6 +22,16 @@ def exact_answer(prompts, completions, answer, **columns) -> list[float]:
     ]
 
 
+def judge_label(prompts, completions, answer, **columns) -> list[float]:
+    """SPARK's judge reward (arXiv:2509.22624; seed_agents.md §A7): 1.0 when the text
+    inside <answer>…</answer> is exactly the recycled example's label (`answer`: Y/N,
+    1/2, or the gold answer of a reflection item), else 0.0 (a missing tag included)."""
+    return [
+        1.0 if extract_answer(text_of(c)) == str(label).strip() else 0.0
+        for c, label in zip(completions, answer, strict=True)
+    ]
+
+
 def format_reward(prompts, completions, **columns) -> list[float]:
     """1.0 when the completion ends with exactly one non-empty <answer>…</answer> block
     (anything may come before it), else 0.0."""
@@ -60,5 +70,6 @@ def _as_math(text: str) -> str:
 BUILTIN = {
     "exact_answer": exact_answer,
     "format": format_reward,
+    "judge_label": judge_label,
     "math_verify": math_verify_reward,
 }

@@ -52,6 +52,7 @@ from policylab.workflows.agents import (
     regroup,
 )
 from policylab.workflows.single_turn import SingleTurn
+from policylab.workflows.spark import RecycleOptions, recycle_options, recycling
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class Plan:
     eval_n: int = 0  # held-out examples per evaluation: cfg.eval_n, at most the test split
     lora: lora.LoraOptions | None = None  # adapters on a frozen base (None: full fine-tuning)
     objects: RunObjects = field(default_factory=RunObjects)  # given in Python (objects.py)
+    recycle: RecycleOptions | None = None  # SPARK: steps' groups recycled into reward periods
 
 
 @dataclass
@@ -142,11 +144,16 @@ def _train(cfg: TrainConfig, resume: bool, objects: RunObjects | None, callbacks
     done = Progress()
     ctx = StageContext(plan.pool, workflow, done.budget, run.dir, cfg.prompts_per_step)
     pipeline.setup(ctx)  # e.g. the offline set, sampled (and charged) or read back
+    source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
+    if plan.recycle is not None:  # SPARK: infer periods recycled into reward periods
+        sampling = ddp.sampling_generator(generator, world)
+        source = recycling(
+            source, policies(0), task, plan.pool, plan.recycle, cfg, sampling, done.budget
+        )
     if resume and (restored := run.load_checkpoint()) is not None:
-        restore(restored, policies, pipeline, generator, done)
+        restore(restored, policies, pipeline, generator, done, source)
         sync_engines(policies)  # the engine samples from the restored weights
         log.info("resumed %s at step %d", run.dir, done.step)
-    source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
     unscored = rewards.UnscoredSteps(cfg.max_unscored_steps)
 
     if done.step == 0:
@@ -204,6 +211,7 @@ def _train(cfg: TrainConfig, resume: bool, objects: RunObjects | None, callbacks
             lr = policies.members[0].scheduler.get_last_lr()[0]
             metrics = _step_metrics(*scored, info, learn, lr, t0, t1, t2, t3)
             metrics.update({**estimate.metrics, **pipeline.metrics(), **done.budget.as_metrics()})
+            metrics.update(getattr(source, "metrics", dict)())  # recycling's spark/*
             run.log(done.step, metrics)
             run.log_samples(done.step, _samples(info, collected.outcomes, cfg.samples_per_log))
             unscored.check(done.step, info.reward_counts)  # warns; stops a run that scores nothing
@@ -212,7 +220,7 @@ def _train(cfg: TrainConfig, resume: bool, objects: RunObjects | None, callbacks
             if last or (cfg.eval_every and done.step % cfg.eval_every == 0):
                 held_out(policies, plan, cfg, run, done)
             if last or run.stopping or (cfg.save_every and done.step % cfg.save_every == 0):
-                state = checkpoint_state(done, policies, pipeline, generator)
+                state = checkpoint_state(done, policies, pipeline, generator, source)
                 model, tokenizer = saved_model(policies), policies(0).tokenizer
                 run.save_checkpoint(done.step, state, model=model, tokenizer=tokenizer)
             bar.update(job, completed=done.step, **_bar(metrics, done.evals[-1]))
@@ -444,6 +452,7 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
     if objects:
         resolved["objects"] = objects.describe()
     check_engine(cfg, agent, adapters)
+    recycle = recycle_plan(cfg, parts, agent)
     return Plan(
         parts,
         task,
@@ -457,7 +466,29 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
         eval_n,
         adapters,
         objects,
+        recycle,
     )
+
+
+def recycle_plan(cfg: TrainConfig, parts: Components, agent) -> RecycleOptions | None:
+    """SPARK's recycling options (the recipe's, updated by `recycle`), checked: it recycles
+    single-turn, plain-text, online groups."""
+    try:
+        options = recycle_options(parts.recipe, cfg.recycle)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    if options is not None and cfg.distributed != "none":
+        raise ConfigError(
+            f"{cfg.algo} with distributed={cfg.distributed}: reward periods are not sharded "
+            "across ranks yet; accepted: distributed none"
+        )
+    if options is not None and (agent is not None or cfg.chat or cfg.offline_prompts):
+        raise ConfigError(
+            f"{cfg.algo} recycles the groups of single-turn, plain-text, online steps; "
+            f"accepted: a single-turn task with chat=False and offline_prompts=0 (got task "
+            f"{cfg.task}, chat={cfg.chat}, offline_prompts={cfg.offline_prompts})"
+        )
+    return options
 
 
 def check_engine(cfg: TrainConfig, agent: AgentOptions | None, adapters) -> None:
@@ -615,7 +646,7 @@ def reference_logprobs(reference, batch, cfg: TrainConfig, tokenizer) -> torch.T
     return ref
 
 
-def checkpoint_state(done: Progress, policies: PolicySet, pipeline, generator) -> dict:
+def checkpoint_state(done: Progress, policies: PolicySet, pipeline, generator, source=None) -> dict:
     first, *rest = policies.state_dict()
     return {
         "step": done.step,
@@ -636,10 +667,13 @@ def checkpoint_state(done: Progress, policies: PolicySet, pipeline, generator) -
         "evals": done.evals,
         "spent": done.budget.state_dict(),
         "elapsed_s": done.elapsed,
+        "source": getattr(source, "state_dict", dict)(),  # recycling's cache
     }
 
 
-def restore(restored, policies: PolicySet, pipeline, generator, done: Progress) -> None:
+def restore(
+    restored, policies: PolicySet, pipeline, generator, done: Progress, source=None
+) -> None:
     """The run's state from its newest checkpoint (policies, optimisers, schedulers,
     stages, sampling RNG), and what it had done (into `done`, whose budget the stages
     share)."""
@@ -660,6 +694,8 @@ def restore(restored, policies: PolicySet, pipeline, generator, done: Progress) 
     )
     pipeline.load_state_dict(state.get("stages") or pipeline.legacy_state(state))
     generator.set_state(state["generator"])
+    if hasattr(source, "load_state_dict"):
+        source.load_state_dict(state["source"])
     done.budget.load_state_dict(state["spent"])
     done.step, done.evals = state["step"], state["evals"]
     done.elapsed_before = state.get("elapsed_s", 0.0)

@@ -11,6 +11,7 @@ the whole step.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,3 +122,94 @@ def _exhausted(rounds: int, kept: int, groups: int, generated: int, counts: Coun
         "max_gen_rounds (0 = unlimited), set on_exhaust=train_partial to train on the groups "
         "kept, or change the task's difficulty"
     )
+
+
+class RecycleBuffer:
+    """A FIFO cache of recycled examples (SPARK, arXiv:2509.22624; seed_agents.md §A7):
+    after each step a `builder(groups, rng) -> list[example]` turns the step's rollouts
+    into new verifiable examples (`prompt`, `answer`, `kind`), `add` appends them, and once
+    the cache holds a batch, `take(n)` hands out the oldest n for a reward period [code
+    Spark ppo_trainer.fit: cache appended, 64 popped from the front]. `capacity` bounds the
+    cache by dropping the oldest (0: unbounded) [ours]. Checkpointed with the run."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = capacity
+        self.items: list[dict] = []
+        self.dropped = 0  # examples dropped at capacity, over the run
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, items: list[dict]) -> None:
+        self.items += items
+        over = len(self.items) - self.capacity if self.capacity else 0
+        if over > 0:
+            self.items, self.dropped = self.items[over:], self.dropped + over
+
+    def take(self, n: int) -> list[dict]:
+        """The oldest `n` examples (all of them when fewer), removed from the cache."""
+        taken, self.items = self.items[:n], self.items[n:]
+        return taken
+
+    def state_dict(self) -> dict:
+        return {"items": [dict(item) for item in self.items], "dropped": self.dropped}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.items = [dict(item) for item in state["items"]]
+        self.dropped = int(state["dropped"])
+
+
+class Recycling:
+    """The `recycle(builder)` hook: a rollout source whose steps alternate between an
+    *infer period* (the inner source's step on the task's prompts) and, whenever the
+    cache holds a batch after one, a *reward period*: `batch` cached examples rolled out
+    by `reward_workflow` (the same policy, scored by the recycled labels) [code Spark
+    ppo_trainer.fit]. After each infer period `builder(collected) -> (examples, metrics)`
+    recycles the step's groups into the cache. Reward periods charge their samples and
+    tokens to `budget` like any other; the inner source learns only from infer periods.
+
+    Metrics: `spark/period` (0 infer, 1 reward), `spark/cache_size` (after the step),
+    `spark/judge_acc` (a reward period's mean reward), and the builder's own."""
+
+    def __init__(self, source, builder, reward_workflow, batch: int, budget, buffer) -> None:
+        self.source, self.builder, self.reward_workflow = source, builder, reward_workflow
+        self.batch, self.budget, self.buffer = batch, budget, buffer
+        self.due = False  # the next step is a reward period
+        self.rewarding = False  # the step in progress is one
+        self.last: dict[str, float] = {}
+
+    def next(self) -> Collected:
+        self.rewarding = self.due
+        if not self.rewarding:
+            return self.source.next()
+        examples = self.buffer.take(self.batch)
+        batch, info = self.reward_workflow(examples)
+        self.budget.charge(len(batch), info.generated_tokens)
+        return Collected(batch, info, [], batch.rewards, 1, {})
+
+    def update(self, collected: Collected) -> None:
+        if self.rewarding:
+            finite = collected.outcomes[torch.isfinite(collected.outcomes)]
+            accuracy = float(finite.mean()) if len(finite) else math.nan
+            self.last = {"spark/period": 1.0, "spark/judge_acc": accuracy}
+            self.due = False
+        else:
+            self.source.update(collected)
+            examples, metrics = self.builder(collected)
+            self.buffer.add(examples)
+            self.last = {"spark/period": 0.0, **metrics}
+            self.due = len(self.buffer) >= self.batch
+        self.last["spark/cache_size"] = float(len(self.buffer))
+
+    def metrics(self) -> dict[str, float]:
+        return dict(self.last)
+
+    def state_dict(self) -> dict:
+        state = getattr(self.builder, "state_dict", dict)()
+        return {"buffer": self.buffer.state_dict(), "due": self.due, "builder": state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.buffer.load_state_dict(state["buffer"])
+        self.due = bool(state["due"])
+        if hasattr(self.builder, "load_state_dict"):
+            self.builder.load_state_dict(state["builder"])
