@@ -213,7 +213,7 @@ class TradeSimEnv(gym.Env):
         if done:
             info = trade_metrics(self.values, self.trades)
             n = sum(self.counts)
-            info.update({f"trade/freq_{a}": c / n for a, c in zip(ACTIONS, self.counts)})
+            info.update({f"trade/freq_{a}": c / n for a, c in zip(ACTIONS, self.counts, strict=True)})
         return self._obs(), math.log(after / before), done, False, info
 
 
