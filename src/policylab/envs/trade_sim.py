@@ -213,7 +213,8 @@ class TradeSimEnv(gym.Env):
         if done:
             info = trade_metrics(self.values, self.trades)
             n = sum(self.counts)
-            info.update({f"trade/freq_{a}": c / n for a, c in zip(ACTIONS, self.counts, strict=True)})
+            for name, count in zip(ACTIONS, self.counts, strict=True):
+                info[f"trade/freq_{name}"] = count / n
         return self._obs(), math.log(after / before), done, False, info
 
 
