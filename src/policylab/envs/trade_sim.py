@@ -93,7 +93,8 @@ def check_prices(prices, window: int = 0) -> np.ndarray:
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(
-            f"trade_sim price series: price[{i}] = {series[i]!r}; accepted: finite prices > 0"
+            f"trade_sim price series: price[{i}] = {float(series[i])!r}; "
+            "accepted: finite prices > 0"
         )
     return series
 
