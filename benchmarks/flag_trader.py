@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
@@ -36,12 +37,17 @@ TRAINED = {"flag_trader": "lm_ppo_partial", "lm_ppo_full": "lm_ppo_full", "ppo":
 METRICS = ("trade/sharpe", "trade/cr", "trade/mdd", "trade/turnover")
 
 
-def greedy(policy):
-    """observations [n, 7] → the policy's most likely actions [n]."""
+def acting(policy, how: str):
+    """observations [n, 7] → actions [n]: the policy's most likely ones ("mode"), or drawn
+    from it with a fixed generator ("sample", the same draws for every contender)."""
+    generator = torch.Generator().manual_seed(12345)
 
     def act(obs: np.ndarray) -> np.ndarray:
+        x = torch.as_tensor(obs, dtype=torch.float32)
         with torch.no_grad():
-            return policy.mode(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            if how == "mode":
+                return policy.mode(x).numpy()
+            return policy.sample(x, generator=generator).actions.numpy()
 
     return act
 
@@ -58,10 +64,17 @@ def main() -> None:
     p.add_argument("--eval-n", type=int, default=50, help="held-out series")
     p.add_argument("--algos", default="flag_trader,lm_ppo_full,ppo")
     p.add_argument("--out", default="runs/flag_trader_arena")
+    p.add_argument(
+        "--act",
+        choices=("mode", "sample"),
+        default="mode",
+        help="how trained and LM policies act on the held-out series (a finished run is "
+        "re-scored, not retrained)",
+    )
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results_path = out / "results.json"
+    results_path = out / ("results.json" if args.act == "mode" else f"results_{args.act}.json")
     results: dict = json.loads(results_path.read_text()) if results_path.exists() else {}
 
     def record(name: str, seed: int, scores: dict, seconds: float) -> None:
@@ -69,7 +82,7 @@ def main() -> None:
         results_path.write_text(json.dumps(results, indent=1))
 
     fixed = {"buy_and_hold": None, "momentum": None, "untrained_lm": None}
-    fixed["untrained_lm"] = score(greedy(make_lm_control_policy()), args.eval_n)
+    fixed["untrained_lm"] = score(acting(make_lm_control_policy(), args.act), args.eval_n)
     for name in ("buy_and_hold", "momentum"):
         fixed[name] = score(BASELINES[name], args.eval_n)
     for seed in range(args.seeds):
@@ -79,6 +92,11 @@ def main() -> None:
             label = TRAINED.get(algo, algo)
             if str(seed) in results.get(label, {}):
                 continue  # done in an earlier, interrupted invocation
+            run_dir = out / f"{label}-s{seed}"
+            if (run_dir / "summary.md").exists():  # trained before: score it again
+                policy = load_policy(run_dir)
+                record(label, seed, score(acting(policy, args.act), args.eval_n), math.nan)
+                continue
             cfg = run_config(
                 None,
                 {
@@ -89,13 +107,14 @@ def main() -> None:
                     "eval_every": 0,
                     "progress": False,
                     "report_to": [],
-                    "run_dir": str(out / f"{label}-s{seed}"),
+                    "run_dir": str(run_dir),
                 },
             )
             started = time.perf_counter()
             result = run_train(cfg)
             seconds = time.perf_counter() - started
-            record(label, seed, score(greedy(load_policy(result.run_dir)), args.eval_n), seconds)
+            policy = load_policy(result.run_dir)
+            record(label, seed, score(acting(policy, args.act), args.eval_n), seconds)
             print(f"{label} seed {seed}: {results[label][str(seed)]}", flush=True)
     (out / "table.md").write_text(table(results, args))
     print(table(results, args))
@@ -105,7 +124,7 @@ def table(results: dict, args) -> str:
     names = list(results)
     lines = [
         f"{args.seeds} seeds × {args.steps} environment steps per trained run; "
-        f"{args.eval_n} held-out series (test split), the policy's mode.",
+        f"{args.eval_n} held-out series (test split), policies act by {args.act}.",
         "",
         "| algorithm | Sharpe | CR | MDD | turnover | s/run |",
         "|---|---|---|---|---|---|",
@@ -116,7 +135,7 @@ def table(results: dict, args) -> str:
         for key in METRICS:
             ci = mean_ci([r[key] for r in runs.values()])
             cells.append(f"{ci.mean:.3f} [{ci.low:.3f}, {ci.high:.3f}]")
-        secs = np.mean([r["seconds"] for r in runs.values()])
+        secs = np.nanmean([r["seconds"] for r in runs.values()] or [math.nan])
         lines.append(f"| {name} | {' | '.join(cells)} | {secs:.0f} |")
     lines += ["", "| paired Δ Sharpe (seed-paired) | Δ | 95 % CI |", "|---|---|---|"]
     ours = "lm_ppo_partial"

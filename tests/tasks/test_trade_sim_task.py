@@ -58,3 +58,29 @@ def test_text_env_plays_the_series_with_log_value_rewards():
 def test_bad_knob_fails_naming_it():
     with pytest.raises(ValueError, match="trade_sim knob stay = 2"):
         tasks.get("trade_sim", stay=2)
+
+
+@pytest.mark.slow
+def test_train_mt_grpo_on_the_text_market_from_the_cli(tmp_path):
+    from policylab.cli import main
+
+    run = tmp_path / "run"
+    args = [
+        "train",
+        "--algo",
+        "mt_grpo",
+        "--task",
+        "trade_sim",
+        "task_knobs={days: 5}",  # 15 + 5 × 17 characters fit the tiny model's 128
+        "steps=1",
+        "prompts_per_step=2",
+        "samples_per_prompt=2",
+        "eval_n=4",
+        "max_new_tokens=2",
+        "progress=false",
+        "report_to=[]",
+        f"run_dir={run}",
+    ]
+    assert main(args) == 0
+    text = (run / "metrics.jsonl").read_text()
+    assert '"agent/overflow_frac": 0.0' in text and '"agent/turns_mean": 5.0' in text
