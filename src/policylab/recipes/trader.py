@@ -83,7 +83,7 @@ add(
         value_options=_VALUE,
         training={
             "model": FLAG_TRADER.training["model"],
-            "trainable_layers": S(None, "[§A5 arena] full fine-tuning"),
+            "trainable_layers": S(None, "[ours, §A5 arena] full fine-tuning"),
         },
         notes=_NOTES[:1],
     )
