@@ -830,6 +830,17 @@ class ControlConfig(RunSchema):
 # Tuned per-environment defaults, applied under the user's fields. Sources: rl-baselines3-zoo
 # hyperparams/ppo.yml ([zoo]) where it transfers; [ours] where we measured (docs/control.md).
 CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "policylab/TradeSim-v0": {  # FLAG-Trader's market (seed_agents.md §A5), all [ours]
+        "num_envs": 8,  # one 60-day episode per environment per iteration
+        "num_steps": 60,
+        "minibatch_size": 120,
+        "epochs": 4,
+        "lr": 3e-4,
+        "value_clip": 0.2,
+        "total_steps": 4_800,  # CPU scale; the spec's 3·10⁵ is out of reach for the LM
+        "eval_episodes": 20,
+        "eval_every": 5,
+    },
     "CartPole-v1": {
         "num_envs": 8,  # [zoo]
         "num_steps": 32,  # [zoo]

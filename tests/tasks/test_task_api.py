@@ -43,9 +43,11 @@ FIRST_EXAMPLES = {
 
 def test_names():
     # lyapunov (one system per task: its split is by states, not by prompt) keeps its own
-    # API tests in test_lyapunov.py; the presets (test_task_presets.py) are names too
-    assert tasks.task_classes.names() == sorted([*NAMES, "lyapunov"])
-    assert tasks.names() == sorted([*NAMES, "lyapunov", *tasks.presets()])
+    # API tests in test_lyapunov.py; trade_sim (split by series seed ranges) in
+    # test_trade_sim_task.py; the presets (test_task_presets.py) are names too
+    own = ["lyapunov", "trade_sim"]
+    assert tasks.task_classes.names() == sorted([*NAMES, *own])
+    assert tasks.names() == sorted([*NAMES, *own, *tasks.presets()])
 
 
 def test_unknown_task_lists_the_names():

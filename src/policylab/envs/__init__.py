@@ -3,11 +3,15 @@
 
 import gymnasium
 
+from policylab.envs.trade_sim import TradeSimEnv
 from policylab.envs.two_goal import GOALS, TwoGoalEnv, goal_fractions
 
 ID_TWO_GOAL = "policylab/TwoGoal-v0"
+ID_TRADE_SIM = "policylab/TradeSim-v0"  # FLAG-Trader's market (seed_agents.md §A5)
 
 if ID_TWO_GOAL not in gymnasium.registry:
     gymnasium.register(ID_TWO_GOAL, entry_point=TwoGoalEnv)
+if ID_TRADE_SIM not in gymnasium.registry:
+    gymnasium.register(ID_TRADE_SIM, entry_point=TradeSimEnv)
 
-__all__ = ["GOALS", "ID_TWO_GOAL", "TwoGoalEnv", "goal_fractions"]
+__all__ = ["GOALS", "ID_TRADE_SIM", "ID_TWO_GOAL", "TradeSimEnv", "TwoGoalEnv", "goal_fractions"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from policylab.policies.flow import make_flow_policy
 from policylab.policies.iqn import IQNLearner, make_pg_rainbow_policy
+from policylab.policies.lm_control import make_lm_control_policy
 from policylab.policies.mlp import make_actor_critic
 from policylab.registry import Registry
 
@@ -56,3 +57,10 @@ def pg_rainbow(cfg, observation_space, action_space, training):
         replay_min=cfg.replay_min,
     )
     return policy, learner
+
+
+@control_policies.register("lm_control")
+def lm_control(cfg, observation_space, action_space, training):
+    """FLAG-Trader's policy network (seed_agents.md §A5): a causal LM over the state text,
+    an action-restricted head and a value head, top `trainable_layers` layers trained."""
+    return make_lm_control_policy(training["model"], training["trainable_layers"]), None

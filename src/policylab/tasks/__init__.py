@@ -32,6 +32,7 @@ verifier, plus `task.env(example)`, a text environment (`policylab.envs.text.Tex
 | plan_path_moves | `s..#/.#../...g/#...:` ; `…:P` | `DR;ED;@1,0;PDRR;EDRR;@2,2;PR;ER;@2,3;` |
 | countdown_calc  | `3 5 7 -> 22:` ; `…:C`         | `3*5;=15;C15+7;=22;`                    |
 | plan_path_fog   | `s.../.#../...g/....:` ; `…:E` | `R;x#0,2;ED;@1,0;E…` (3 attempts)       |
+| trade_sim       | `+3-1+2+0+4-2|0:` ; the same   | `B;+1-1+2+0+4-2|1:H;…` (60 days, §A5)   |
 
 Their knobs: plan_path_moves size=4, wall_prob=0.25, agents=2, max_turns=4; countdown_calc
 as countdown plus agents=1, max_turns=None (3; 4 with two agents); plan_path_fog size=4,
@@ -66,6 +67,7 @@ from policylab.tasks.presets import PRESETS, presets, resolve
 from policylab.tasks.reasoning_gym import PREFIX as RG_PREFIX
 from policylab.tasks.reasoning_gym import ReasoningGymTask, dataset_names, is_rg_name
 from policylab.tasks.sudoku4 import Sudoku4
+from policylab.tasks.trade_sim import TradeSim
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,7 @@ for _cls in (
     PlanPathFog,
     PlanPathMoves,
     Sudoku4,
+    TradeSim,
 ):
     task_classes.add(_cls.name, _cls)
 

@@ -241,6 +241,8 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
                 "perf/collect_frac": (t1 - t0) / (t2 - t0),
                 **learn,
                 **pipeline.metrics(),
+                # what the environment reports per episode (trade_sim: trade/sharpe, ...)
+                **{f"rollout/{k}": sum(v) / len(v) for k, v in batch.episode_metrics.items()},
             }
             if batch.episode_returns:
                 metrics["rollout/episode_return"] = sum(batch.episode_returns) / len(

@@ -94,6 +94,9 @@ class Batch:
     truncated: torch.Tensor  # [T, N]
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
+    # numbers an environment reports in its last step's info under a name with a "/"
+    # (trade_sim's "trade/sharpe"), one entry per finished episode
+    episode_metrics: dict[str, list[float]] = field(default_factory=dict)
 
 
 class EpisodeCollector:
@@ -136,7 +139,7 @@ class EpisodeCollector:
         obs_rows, actions, logprobs, entropies, extras = [], [], [], [], []
         rewards, values, next_values = torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N)
         terminated, truncated = torch.zeros(T, N), torch.zeros(T, N)
-        ep_returns, ep_lengths = [], []
+        ep_returns, ep_lengths, ep_metrics = [], [], {}
         for t in range(T):
             x = policy.normalize(self.obs, update=True)
             step = policy.sample(x, generator=generator)
@@ -167,6 +170,10 @@ class EpisodeCollector:
                 ep_returns.append(float(self.episode_return[i]))
                 ep_lengths.append(int(self.episode_length[i]))
                 self.episode_return[i], self.episode_length[i] = 0.0, 0
+            final_info = info.get("final_info", {})
+            for key in (k for k in final_info if "/" in k and not k.startswith("_")):
+                ended = final_info[f"_{key}"]
+                ep_metrics.setdefault(key, []).extend(map(float, final_info[key][ended]))
             self.obs = next_obs
         with torch.no_grad():
             after = torch.cat([values[1:], policy.value(policy.normalize(self.obs)).unsqueeze(0)])
@@ -198,6 +205,7 @@ class EpisodeCollector:
             truncated,
             ep_returns,
             ep_lengths,
+            ep_metrics,
         )
 
     def state_dict(self) -> dict[str, Any] | None:
