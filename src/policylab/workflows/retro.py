@@ -78,16 +78,18 @@ def parameter_hash(module: torch.nn.Module) -> str:
 
 
 def retro_metrics(trajs, batch, policies=None) -> dict[str, float]:
-    """retro/*: success at attempt 1 (per instance) and after attempt 2 (per reflection
-    branch, counting a first-attempt success), the mean rating and the share above the
+    """retro/*: per instance, success at attempt 1 and after attempt 2 (the mean over its
+    reflection branches; 1 after a first-attempt success), the mean rating and the share above the
     RM threshold over the reflect rows, the memo length, and (with a frozen actor) the
     actor's parameter hash as an integer (it must never change)."""
     first: dict[int, bool] = {}
+    retries: dict[int, list[bool]] = {}
     for traj in trajs:
         first.setdefault(traj.instance, bool(traj.successes[:1] and traj.successes[0]))
-    out = {
+        retries.setdefault(traj.instance, []).append(any(traj.successes[:2]))
+    out = {  # per instance; after attempt 2: the mean over its reflection branches
         "retro/success_attempt1": _mean(first.values()),
-        "retro/success_attempt2": _mean(any(t.successes[:2]) for t in trajs),
+        "retro/success_attempt2": _mean(_mean(r) for r in retries.values()),
     }
     reflect = [i for i, p in enumerate(batch.extras.get("phase", [])) if p == "reflect"]
     if reflect:
