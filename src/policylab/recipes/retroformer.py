@@ -52,7 +52,8 @@ RETROFORMER = add(
             "each followed by its own retry of M_a with y_g prepended\n"
             "rating r_g = G_{i+1,g} − G_i  (G = success);  groups = (instance, attempt)\n"
             "A_g = (r_g − mean) / (std + eps) over the group\n"
-            f"{PPO_CLIP_FORMULA} + β·k1,  k1_t = log M_r − log M_r^warm\n"
+            f"{PPO_CLIP_FORMULA}\n"
+            "+ β·k1 per token,  k1_t = log M_r(y_t) − log M_r^warm(y_t)\n"
             "(M_r's reflect tokens only; M_a is never updated)"
         ),
         advantage="grpo",
