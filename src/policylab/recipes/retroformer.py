@@ -23,19 +23,19 @@ _ACTOR = {
     "actor_temperature": S(
         0.0, "[ours] a greedy actor: the rating then depends on the reflection alone"
     ),
-    "attempts": S(2, "[spec §A4 testbed] 2 attempts"),
-    "eval_attempts": S(2, "[spec §A4 arena] held-out success after attempt 2"),
+    "attempts": S(2, "[ours, spec §A4 testbed] 2 attempts"),
+    "eval_attempts": S(2, "[ours, spec §A4 arena] held-out success after attempt 2"),
 }
 _WORKFLOW = {
     **_ACTOR,
     "reflect": S(True, "[paper §4] a reflection prepended to the actor's next attempt"),
     "reflections": S(
-        4, "[spec §A4, ours] G = 4 reflections per failed attempt, each with its own retry"
+        4, "[ours, spec §A4] G = 4 reflections per failed attempt, each with its own retry"
     ),
     "train_phase": S("reflect", "[paper §4] only M_r is trained: rows = reflect turns"),
     "row_reward": S("rating", "[paper §4 via 2nd agentwiki] r = G_{i+1} − G_i"),
-    "rating_return": S("success", "[spec §A4] G = 1 for success, 0 otherwise"),
-    "grouping": S("instance,attempt", "[spec §A4] the G reflections of one failure"),
+    "rating_return": S("success", "[ours, spec §A4] G = 1 for success, 0 otherwise"),
+    "grouping": S("instance,attempt", "[ours, spec §A4] the G reflections of one failure"),
 }
 _BASELINE_NOTE = (
     "A baseline of retroformer_online's arena (seed_agents.md §A4): the same frozen "
@@ -107,7 +107,7 @@ add(
         formula="as retroformer_online with no update: the warm-start M_r writes the memos",
         advantage="grpo",
         loss="ppo_clip",
-        workflow_options={**_WORKFLOW, "train_phase": S("none", "[spec §A4] untrained M_r")},
+        workflow_options={**_WORKFLOW, "train_phase": S("none", "[ours, spec §A4] untrained M_r")},
         notes=(_BASELINE_NOTE,),
     )
 )
@@ -122,8 +122,8 @@ add(
         loss="ppo_clip",
         workflow_options={
             **_ACTOR,
-            "reflect": S(False, "[spec §A4] retry with the memo empty"),
-            "train_phase": S("none", "[spec §A4] nothing to train"),
+            "reflect": S(False, "[ours, spec §A4] retry with the memo empty"),
+            "train_phase": S("none", "[ours, spec §A4] nothing to train"),
         },
         notes=(_BASELINE_NOTE,),
     )
