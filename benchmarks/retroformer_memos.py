@@ -6,6 +6,12 @@ retry. Paired by seed against a baseline with policylab.arena.stats.
 
     python benchmarks/retroformer_memos.py runs/arena-retro runs/sft-actor \
         retroformer_online frozen_retro [eval_n]
+
+`ceiling`: the same frozen actor with scripted memos instead of a model — none (an empty
+retry), a constant memo "#0,0;" (any text in front of a greedy actor changes its path),
+and the first wall the failed attempt bumped into (what a perfect M_r could copy):
+
+    python benchmarks/retroformer_memos.py ceiling runs/sft-actor [eval_n]
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import torch
 import policylab.tasks as tasks
 from policylab.arena.stats import mean_ci, paired_difference_ci
 from policylab.engines import Sampling
+from policylab.envs.text import play_text
 from policylab.models import load_model
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.tasks.fog_memos import hidden_walls
@@ -68,6 +75,37 @@ def memo_scores(run: Path, actor, n: int) -> dict[str, float]:
     }
 
 
+def ceiling(actor_folder: str, n: str = "100") -> None:
+    """pass@1 and pass@2 of the greedy frozen actor with scripted memos (docstring)."""
+    torch.set_num_threads(1)
+    actor = _policy(actor_folder)
+    tok = actor.tokenizer
+    greedy = Sampling(temperature=0.0, max_new_tokens=6, stop_strings=(";",))
+    task = tasks.get("plan_path_fog", attempts=2)
+    examples = task.examples("test", int(n), seed=0)
+
+    def act_with(mode: str):
+        def act(role: str, context: str) -> str:
+            if role == "reflect":
+                bumps = re.findall(r"x#(\d+),(\d+);", context)
+                if mode == "first_bump" and bumps:
+                    return f"#{bumps[0][0]},{bumps[0][1]};"
+                return "#0,0;"
+            ids = tok(context, add_special_tokens=False)["input_ids"]
+            return actor.sample([ids], n=1, sampling=greedy).extras["texts"][0]
+
+        return act
+
+    for mode in ("none", "constant", "first_bump"):
+        played = [
+            play_text(task.env(e), e, 0, act_with(mode), attempts=2, reflect=mode != "none")
+            for e in examples
+        ]
+        p1 = sum(p.successes_by_attempt[0] for p in played) / len(played)
+        p2 = sum(p.success for p in played) / len(played)
+        print(f"memo {mode}: pass@1 {p1:.3f}  pass@2 {p2:.3f}  (n={len(played)})")
+
+
 def main(arena: str, actor_folder: str, a: str, b: str, n: str = "50") -> None:
     torch.set_num_threads(1)
     actor = _policy(actor_folder)
@@ -87,4 +125,7 @@ def main(arena: str, actor_folder: str, a: str, b: str, n: str = "50") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[1] == "ceiling":
+        ceiling(*sys.argv[2:])
+    else:
+        main(*sys.argv[1:])
