@@ -29,8 +29,9 @@ class Member:
 class PolicySet:
     """`policies(role)` → the policy that plays `role`; `members` in policy order."""
 
-    def __init__(self, members: list[Member], role_to_policy: list[int]) -> None:
+    def __init__(self, members: list[Member], role_to_policy: list[int], actor=None) -> None:
         self.members, self.role_to_policy = members, role_to_policy
+        self.actor = actor  # a frozen LanguageModelPolicy playing every act turn, or None
 
     @classmethod
     def build(cls, policy, n_roles: int, regime: str, make_optimiser) -> PolicySet:

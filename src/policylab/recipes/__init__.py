@@ -1,5 +1,5 @@
 """Named algorithms (recipes), grouped by family: agents.py (multi-turn and multi-agent),
-base.py (the `Recipe` type and the table),
+retroformer.py (Retroformer and its baselines), base.py (the `Recipe` type and the table),
 core.py (PPO, GRPO and its direct variants), control.py (FPO, PG-Rainbow), selection.py
 (GRPO with a choice of what to train on), spark.py (SPARK's recycling), objectives.py
 (changed surrogates, regularisers and advantages), theory.py (risk-seeking PG for symbolic
@@ -15,6 +15,7 @@ from policylab.recipes import (  # noqa: F401
     control,
     core,
     objectives,
+    retroformer,
     selection,
     spark,
     testtime,

@@ -38,7 +38,8 @@ and no revealed walls) and returns the first observation again:
 is added, §A3).
 
 Knobs: size (default 4; 2..5), wall_prob (0.25; 0..0.8), hide_prob (0.5; 0..1), attempts
-(3; 1..5), max_turns (6; 1..8), fog_on_path (True), demo_noise (0.75; 0..1). With the
+(3; 1..5), max_turns (6; 1..8), fog_on_path (True), demo_noise (0.75; 0..1), demo_rows
+("trial"; "actor_memo" and "retro_memo": Retroformer's warm starts, tasks/fog_memos.py). With the
 defaults a whole trial is at most 88 characters: 2 reflections × 7 + grid and cue 21 +
 6 turns × 9 − the last cue.
 
@@ -65,6 +66,7 @@ from policylab.envs.text import (
     demonstration_rows,
 )
 from policylab.tasks.base import Task, check_bool, check_int, check_number
+from policylab.tasks.fog_memos import actor_memo_rows, retro_memo_rows
 from policylab.tasks.plan_path import MOVES, PlanPath, parse_grid, shortest_path
 from policylab.tasks.plan_path_moves import Cell, free, moved, path_from, position_in
 
@@ -73,6 +75,9 @@ CUE = "E"
 MAX_SEGMENT = 6  # a reflection "#r,c;D" [§A3]
 _WALL = re.compile(r"#(\d+),(\d+)")
 _BUMP = re.compile(r"x#(\d+),(\d+);")
+# what `demonstrations` returns: whole trials with reflections (LaMer's warm start), or
+# Retroformer's two warm starts (tasks/fog_memos.py)
+DEMO_ROWS = ("trial", "actor_memo", "retro_memo")
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class PlanPathFogKnobs:
     max_turns: int = 6
     fog_on_path: bool = True
     demo_noise: float = 0.75
+    demo_rows: str = "trial"
 
     def __post_init__(self) -> None:
         check_int("plan_path_fog", "size", self.size, 2, 5)
@@ -96,6 +102,11 @@ class PlanPathFogKnobs:
         check_int("plan_path_fog", "max_turns", self.max_turns, 1, 8)
         check_bool("plan_path_fog", "fog_on_path", self.fog_on_path)
         check_number("plan_path_fog", "demo_noise", self.demo_noise, 0.0, 1.0)
+        if self.demo_rows not in DEMO_ROWS:
+            raise ValueError(
+                f"plan_path_fog knob demo_rows={self.demo_rows!r} is invalid; accepted: "
+                + ", ".join(DEMO_ROWS)
+            )
 
 
 @dataclass
@@ -241,7 +252,13 @@ class PlanPathFog(Task):
 
     def demonstrations(self, n: int, seed: int, noise: float | None = None) -> list[dict]:
         """Per-turn supervised rows (reflections included) of trials of `attempts`
-        attempts (envs/text.py `demonstration_rows`)."""
+        attempts (envs/text.py `demonstration_rows`); with the knob demo_rows =
+        actor_memo or retro_memo, Retroformer's warm starts (tasks/fog_memos.py)."""
+        noise = self.knobs.demo_noise if noise is None else noise
+        if self.knobs.demo_rows == "actor_memo":
+            return actor_memo_rows(self, n, seed, noise)
+        if self.knobs.demo_rows == "retro_memo":
+            return retro_memo_rows(self, n, seed, noise)
         return demonstration_rows(self, n, seed, noise, attempts=self.knobs.attempts, reflect=True)
 
     def _sample(self, rng: random.Random) -> dict | None:

@@ -34,6 +34,7 @@ from policylab.evaluate import METRICS as EVAL_METRICS
 from policylab.evaluate import evaluate
 from policylab.models import load_model, resolve_model_path, sequence_logprobs
 from policylab.objects import RunObjects, is_object
+from policylab.policies.frozen import frozen_actor
 from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
 from policylab.prompting import PromptFormat, check_chat_template, require_chat_template
@@ -145,6 +146,8 @@ def _train(cfg: TrainConfig, resume: bool, objects: RunObjects | None, callbacks
     ctx = StageContext(plan.pool, workflow, done.budget, run.dir, cfg.prompts_per_step)
     pipeline.setup(ctx)  # e.g. the offline set, sampled (and charged) or read back
     source = RolloutSource(plan.pool, pipeline, workflow, done.budget, cfg)
+    if plan.agent is not None and plan.agent.train_phase == "none":  # baselines: no rows
+        source.on_exhaust, source.max_rounds = "train_partial", 1  # one round a step
     if plan.recycle is not None:  # SPARK: infer periods recycled into reward periods
         sampling = ddp.sampling_generator(generator, world)
         source = recycling(
@@ -282,6 +285,8 @@ def learners(cfg: TrainConfig, plan: Plan) -> tuple[PolicySet, torch.nn.Module |
     policies = PolicySet.build(policy, len(plan.roles), regime, optimiser_of)
     for member in policies.members:
         member.scaler = precision.grad_scaler()  # float16 only
+    if plan.agent is not None and plan.agent.actor:  # a frozen role (Retroformer's actor)
+        policies.actor = frozen_actor(plan.agent.actor, tokenizer, precision, sampling)
     return policies, reference
 
 
@@ -534,6 +539,11 @@ def agent_plan(cfg: TrainConfig, parts: Components, task, example: dict):
         return None, ("policy",), None
     defaults = parts.recipe.component_defaults("workflow")
     agent = build_options(AgentOptions, {**defaults, **cfg.agent}, where="agent")
+    if agent.actor:
+        try:
+            resolve_model_path(agent.actor)
+        except FileNotFoundError as err:
+            raise ConfigError(f"agent.actor = {agent.actor!r}: {err}") from None
     roles = tuple(task.env(example).roles)
     return agent, roles, agent.grouping
 

@@ -24,6 +24,7 @@ from policylab.policies.policy_set import REGIMES
 from policylab.rollouts import Rollouts
 from policylab.workflows.multi_turn import BRANCHING, EpisodeSettings, rollout_episodes
 from policylab.workflows.packing import pack_trajectories, pack_turns, turn_table
+from policylab.workflows.retro import attempt_returns, reflection_ratings, retro_metrics
 from policylab.workflows.single_turn import RolloutInfo
 
 PACKINGS = ("turns", "trajectories")
@@ -45,7 +46,9 @@ AGENT_COLUMNS = frozenset(
         "token_rewards",
     }
 )
-ROW_REWARDS = ("credit", "attempt_score")
+ROW_REWARDS = ("credit", "attempt_score", "rating")
+TRAIN_PHASES = ("all", "reflect", "none")
+RATING_RETURNS = ("success", "reward")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,15 @@ class AgentOptions:
     )
     attempts: int = option(1, "attempts per trial (LaMer: 3)")
     reflect: bool = option(False, "a reflection turn before each new attempt (LaMer)")
+    actor: str = option(
+        "", "a frozen actor model (folder or tiny) playing every act turn; '' = the policy"
+    )
+    actor_temperature: float = option(0.0, "the frozen actor's temperature (0 = greedy)")
+    reflections: int = option(1, "reflections per failed attempt, each with its own retry")
+    train_phase: str = option("all", "turns that become rows: all, reflect, none (no update)")
+    rating_return: str = option(
+        "success", "row_reward=rating: an attempt's return, success (0/1) or reward (summed)"
+    )
     eval_attempts: int = option(
         0, "attempts of a held-out episode, with reflections when > 1 (0 = attempts)"
     )
@@ -75,6 +87,17 @@ class AgentOptions:
         check_choice("agent", "credit", self.credit, credits.names())
         check_choice("agent", "row_reward", self.row_reward, ROW_REWARDS)
         check_choice("agent", "packing", self.packing, PACKINGS)
+        check_choice("agent", "train_phase", self.train_phase, TRAIN_PHASES)
+        check_choice("agent", "rating_return", self.rating_return, RATING_RETURNS)
+        check_range("agent", "reflections", self.reflections, low=1)
+        check_range("agent", "actor_temperature", self.actor_temperature, low=0.0)
+        if self.reflections > 1 and self.train_phase == "all":
+            raise ValueError(
+                f"agent.reflections = {self.reflections} copies the turns before each "
+                "reflection into every branch; train on train_phase = reflect (or none)"
+            )
+        if self.row_reward == "rating" and not (self.reflect or self.train_phase == "none"):
+            raise ValueError("agent.row_reward = rating rates reflections: it needs reflect = true")
         check_range("agent", "branches", self.branches, low=0)
         check_range("agent", "attempts", self.attempts, low=1)
         check_range("agent", "eval_attempts", self.eval_attempts, low=0)
@@ -90,6 +113,8 @@ class AgentOptions:
             branches=self.branches or n,
             attempts=self.attempts,
             reflect=self.reflect,
+            reflections=self.reflections,
+            actor_temperature=self.actor_temperature,
             temperature=temperature,
             top_p=top_p,
             max_positions=positions,
@@ -150,6 +175,9 @@ class MultiTurn:
             team=table["outcome"],
         )
         credit = assign_credit(turns, options.credit, **options.credit_options)
+        if options.row_reward == "rating":  # Retroformer: G_{n+1} − G_n of the reflection
+            returns = attempt_returns(trajs, table, options.rating_return)
+            table["rating"] = reflection_ratings(table, returns)
         if options.packing == "trajectories":
             per_traj = [[] for _ in trajs]
             for i, (traj, c) in enumerate(
@@ -158,19 +186,26 @@ class MultiTurn:
                 if table["played"][i] and table["role"][i] == 0:
                     per_traj[traj].append(c)
             return pack_trajectories(trajs, 0, per_traj)
-        rewards = credit if options.row_reward == "credit" else table["attempt_score"]
+        rewards = credit if options.row_reward == "credit" else table[options.row_reward]
         extras = {"step_return": credit.float(), "attempt_score": table["attempt_score"].float()}
-        return pack_turns(trajs, rewards, extras=extras, table=table)
+        batch = pack_turns(trajs, rewards, extras=extras, table=table)
+        if options.train_phase == "all":
+            return batch
+        keep = [i for i, p in enumerate(table["phase"]) if options.train_phase == p]
+        return batch.select(torch.tensor(keep, dtype=torch.long))
 
     def info(self, trajs, batch: Rollouts, timing: dict) -> RolloutInfo:
-        turns = [t for traj in trajs for t in traj.turns]
+        # reflection branches share the turns before the branch point: count each once
+        turns = list({id(t): t for traj in trajs for t in traj.turns}.values())
+        phase = self.options.train_phase
+        rows = turns if phase == "all" else [t for t in turns if t.phase == phase]
         texts = (
-            [t.text for t in turns]
+            [t.text for t in rows]
             if self.options.packing == "turns"
             else [" | ".join(t.text for t in traj.played) for traj in trajs]
         )
         contexts = (
-            [t.context_ids for t in turns]
+            [t.context_ids for t in rows]
             if self.options.packing == "turns"
             else [traj.prompt_ids for traj in trajs]
         )
@@ -188,6 +223,8 @@ class MultiTurn:
             timing.get("env_s", 0.0),
         )
         info.metrics = agent_metrics(trajs, batch, self.roles)
+        if self.options.row_reward == "rating" or self.options.reflections > 1:
+            info.metrics.update(retro_metrics(trajs, batch, self.policies))
         return info
 
     def score(self, examples, n, *, chunk: int = 16):
@@ -204,7 +241,13 @@ def evaluate_episodes(policies, task, options: AgentOptions, *, n: int, seed: in
     generator = torch.Generator().manual_seed(seed)
     attempts = options.eval_attempts or options.attempts
     played = replace(
-        options, branching="independent", attempts=attempts, reflect=attempts > 1, packing="turns"
+        options,
+        branching="independent",
+        attempts=attempts,
+        reflect=attempts > 1 and (options.reflect or options.attempts == 1),
+        reflections=1,
+        train_phase="all",
+        packing="turns",
     )
     out: dict[str, float] = {}
     for mode, temperature in (("greedy", 0.0), ("sampled", 1.0)):

@@ -22,6 +22,15 @@ turn on the failed transcript plus the environment's reflection cue; the next at
 context is the reflections so far (memory "reflection_only") followed by the restarted
 environment's first observation. A won attempt ends the trial.
 
+Reflections branching (Retroformer, §A4): with `reflections` = G > 1 a failed attempt is
+followed by G reflections, each in its own copy of the episode (a fresh environment reset
+with the same example and seed), so each is followed by its own retry; the copies share
+the turns before the branch point (the same `Turn` objects).
+
+A frozen actor (Retroformer's M_a): when the policies carry one (`policies.actor`), it
+plays every act turn at `actor_temperature` and the trained policy writes the
+reflections only.
+
 Generation is batched: at each round every pending request of one policy (role → policy
 by the `PolicySet`) is generated in one engine call.
 """
@@ -31,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -95,6 +104,9 @@ class _Episode:
     phase: str = "act"
     memory: list[int] = field(default_factory=list)
     live: bool = True
+    example: dict = field(default_factory=dict)
+    seed: int = 0  # the environment seed (a reflection branch resets a fresh env with it)
+    branched: int = -1  # the last attempt whose reflection was branched
 
 
 @dataclass
@@ -109,12 +121,14 @@ class EpisodeSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     max_positions: int = 128
+    reflections: int = 1  # G reflections per failed attempt, each with its own retry
+    actor_temperature: float = 0.0  # a frozen actor's (policies.actor) temperature
 
     def __post_init__(self) -> None:
         if self.branching not in BRANCHING:
             raise ValueError(f"branching = {self.branching!r}; choices: {BRANCHING}")
-        if self.branches < 1 or self.attempts < 1:
-            raise ValueError("branches and attempts must be >= 1")
+        if self.branches < 1 or self.attempts < 1 or self.reflections < 1:
+            raise ValueError("branches, attempts and reflections must be >= 1")
 
 
 def rollout_episodes(
@@ -133,15 +147,19 @@ def rollout_episodes(
 
     `make_env(example)` → a TextEnv; `policies(role_index)` → the LanguageModelPolicy that
     plays a role (a PolicySet is callable so); reflections are written by role 0's policy.
-    Environment seeds are `seed + instance · copies + branch`, so a run is reproducible."""
-    copies = 1 if settings.branching == "tree" else copies
+    Environment seeds are `seed + instance · copies + branch`, so a run is reproducible.
+    With `settings.reflections` = G > 1 one episode per example is played (whatever
+    `copies`) and a failed attempt branches into G copies, one per reflection."""
+    copies = 1 if settings.branching == "tree" or settings.reflections > 1 else copies
+    actor = getattr(policies, "actor", None)  # a frozen actor plays every act turn
     episodes: list[_Episode] = []
     for i, example in enumerate(examples):
         for b in range(copies):
             env = make_env(example)
             first = env.reset(example, seed + i * copies + b)
             ids = _encode(tokenizer, first)
-            episode = _Episode(Trajectory(i, b, ids), env, list(ids))
+            episode = _Episode(Trajectory(i, b, ids), env, list(ids), example=example)
+            episode.seed = seed + i * copies + b
             failed = getattr(env, "ended", "") or ("empty first observation" if not ids else "")
             if failed:  # a reset that raised (GuardedEnv) or gave nothing to condition on
                 episode.traj.ended, episode.live = f"reset: {failed}", False
@@ -149,26 +167,33 @@ def rollout_episodes(
     n = settings.branches if settings.branching == "tree" else 1
     timing = Counter()
     while live := [e for e in episodes if e.live]:
+        if settings.reflections > 1:
+            episodes = _branch_reflections(episodes, make_env, settings.reflections)
+            live = [e for e in episodes if e.live]
         for e in live:  # context overflow ends the episode before it asks for a segment
             if len(e.context) + e.env.max_segment > settings.max_positions:
                 e.traj.overflow, e.traj.ended, e.live = True, "overflow", False
         # one engine call per (policy owner, samples per context): reflections are role 0's
         # and sample once, acting turns sample K on a tree
-        requests: dict[tuple[int, int], list[_Episode]] = {}
+        # (a frozen actor, "actor", plays every act turn)
+        requests: dict[tuple, list[_Episode]] = {}
         for e in (e for e in live if e.live):
             act = e.phase == "act"
-            requests.setdefault((e.role if act else 0, n if act else 1), []).append(e)
+            owner = ("actor" if actor is not None else e.role) if act else 0
+            requests.setdefault((owner, n if act else 1), []).append(e)
         for (owner, width), members in requests.items():
+            policy = actor if owner == "actor" else policies(owner)
+            temperature = settings.actor_temperature if owner == "actor" else None
             start = time.perf_counter()
-            out = policies(owner).sample(
+            out = policy.sample(
                 [e.context for e in members],
                 generator=generator,
                 n=width,
-                sampling=_sampling(settings, members[0].env),
+                sampling=_sampling(settings, members[0].env, temperature),
             )
             timing["generate_s"] += time.perf_counter() - start
             start = time.perf_counter()
-            ends = set(end_token_ids(getattr(policies(owner), "model", None), tokenizer))
+            ends = set(end_token_ids(getattr(policy, "model", None), tokenizer))
             for j, e in enumerate(members):
                 rows = range(j * width, (j + 1) * width)
                 _advance(e, [_candidate(out, r, ends) for r in rows], tokenizer, settings)
@@ -176,9 +201,34 @@ def rollout_episodes(
     return [e.traj for e in episodes], dict(timing)
 
 
-def _sampling(settings: EpisodeSettings, env) -> Sampling:
+def _branch_reflections(episodes: list[_Episode], make_env, G: int) -> list[_Episode]:
+    """Each episode about to reflect on a failed attempt it has not branched yet gets G − 1
+    copies right after it (so the list stays example-major): a fresh environment reset
+    with the same example and seed (the next attempt restarts it anyway), a shallow copy
+    of the trajectory (the turns so far are shared objects) and of the state machine."""
+    out = []
+    for e in episodes:
+        out.append(e)
+        if not (e.live and e.phase == "reflect" and e.branched < e.attempt):
+            continue
+        e.branched = e.attempt
+        for g in range(1, G):
+            env = make_env(e.example)
+            env.reset(e.example, e.seed)
+            traj = replace(
+                e.traj,
+                branch=e.traj.branch * G + g,
+                turns=list(e.traj.turns),
+                successes=list(e.traj.successes),
+            )
+            out.append(replace(e, traj=traj, env=env, context=list(e.context)))
+        e.traj.branch = e.traj.branch * G
+    return out
+
+
+def _sampling(settings: EpisodeSettings, env, temperature: float | None = None) -> Sampling:
     return Sampling(
-        temperature=settings.temperature,
+        temperature=settings.temperature if temperature is None else temperature,
         top_p=settings.top_p,
         max_new_tokens=env.max_segment,
         stop_strings=(env.stop,) if env.stop else (),  # "" = no stop string
