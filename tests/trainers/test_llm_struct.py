@@ -21,7 +21,7 @@ def test_recipe_is_grpo_with_ppo_clip_and_g_8():
     assert (recipe.advantage, recipe.loss) == ("grpo", "ppo_clip")
     assert recipe.training["samples_per_prompt"].value == 8
     for key, source in recipe.citations.items():
-        assert source.startswith(("[paper", "[code", "[ours", "[2nd")), (key, source)
+        assert source.startswith(("[paper", "[code", "[ours")), (key, source)
 
 
 def test_describe_says_why_provisional(capsys):

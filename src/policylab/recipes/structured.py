@@ -28,12 +28,14 @@ RL_STRUCT = add(
         advantage="grpo",
         loss="ppo_clip",
         advantage_options={
-            "scale": S("group", "[2nd model card: TRL GRPO] group mean and std"),
+            "scale": S("group", "[ours, after the model card's TRL GRPO] group mean and std"),
             "eps": S(1e-6, "[code verl compute_grpo_outcome_advantage] epsilon 1e-6"),
         },
         loss_options={
-            "eps_low": S(0.2, "[2nd TRL GRPOConfig epsilon] ε 0.2"),
-            "eps_high": S(0.2, "[2nd TRL GRPOConfig] symmetric clip"),
+            "eps_low": S(
+                0.2, "[code TRL GRPOConfig epsilon] ε 0.2 (the model card trains with TRL GRPO)"
+            ),
+            "eps_high": S(0.2, "[code TRL GRPOConfig] symmetric clip (epsilon_high = epsilon)"),
             "loss_agg_mode": S(
                 "token-mean", "[ours] token-mean, as TRL's length-normalised losses"
             ),
@@ -43,7 +45,8 @@ RL_STRUCT = add(
             "samples_per_prompt": S(8, "[ours, seed_agents.md §A8] G = 8"),
             "rewards": S(RL_STRUCT_REWARDS, "[ours, seed_agents.md §A8] weights and L = 40"),
             "model": S(
-                "Qwen3-4B-Instruct-2507 + LoRA", "[2nd model card Freakz3z/Qwen-JSON] (Unsloth)"
+                "Qwen3-4B-Instruct-2507 + LoRA",
+                "[ours, from the model card Freakz3z/Qwen-JSON (secondary)] (Unsloth)",
             ),
         },
         notes=(
