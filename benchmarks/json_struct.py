@@ -1,7 +1,8 @@
 """RL-Struct's arena metrics (papers/seed_agents.md §A8) from a finished `policylab arena`
 on json_extract, plus `sft_more` models: held-out validity, structural accuracy (exact key
 set and types), content accuracy, exact match and mean answer length of greedy answers,
-each arm's mean with its 95 % t interval and its paired difference to the baseline; then
+each arm's mean with its 95 % t interval and its paired difference to the baseline
+(greedy, or one sample per prompt with --temperature 1, where validity is not saturated); then
 the "syntax before semantics" curriculum read from the logged reward parts.
 
     python benchmarks/json_struct.py runs/arena-json_extract \
@@ -39,13 +40,17 @@ EVAL_SEED = 10_000  # the trainer's default eval_seed: the same held-out draw as
 WINDOW, TAIL, SHARE = 3, 5, 0.9  # curriculum: running mean, final value, 90 % [ours]
 
 
-def scores(model_dir: Path, examples: list[dict], max_new_tokens: int) -> dict[str, float]:
-    """Held-out greedy metrics of one model folder."""
+def scores(
+    model_dir: Path, examples: list[dict], max_new_tokens: int, temperature: float = 0.0
+) -> dict[str, float]:
+    """Held-out metrics of one model folder's answers: greedy (temperature 0), or one
+    sample per prompt at `temperature` from a fixed generator (seed 0)."""
     model, tokenizer = load_model(model_dir)
     model.eval()
     engine = HFEngine(model, tokenizer)
     ids = prompt_ids(tokenizer, [e["prompt"] for e in examples])
-    out = engine.generate(ids, 1, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), None)
+    sampling = Sampling(temperature=temperature, max_new_tokens=max_new_tokens)
+    out = engine.generate(ids, 1, sampling, torch.Generator().manual_seed(0))
     rows = []
     for text, e in zip(out.texts, examples, strict=True):
         p = json_schema.score(text, e["schema"], e["gold"])
@@ -107,6 +112,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--baseline", default="")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy answers")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -118,12 +124,15 @@ def main() -> None:
         arms["sft_more"] = {s: p for s, p in found.items() if p.is_dir()}
     examples = tasks.get("json_extract").examples("test", args.n, seed=EVAL_SEED)
     results = {
-        label: {s: scores(p, examples, args.max_new_tokens) for s, p in runs.items()}
+        label: {
+            s: scores(p, examples, args.max_new_tokens, args.temperature) for s, p in runs.items()
+        }
         for label, runs in arms.items()
     }
     baseline = args.baseline or next(iter(arms))
+    how = "greedy answers" if not args.temperature else f"answers sampled at T={args.temperature:g}"
     lines = [
-        f"Held-out greedy answers to {len(examples)} json_extract test prompts; mean over "
+        f"Held-out {how} to {len(examples)} json_extract test prompts; mean over "
         "seeds [95 % t interval]; Δ = paired difference to "
         f"`{baseline}` [95 % t interval].",
         "",
