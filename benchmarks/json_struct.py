@@ -69,12 +69,17 @@ def scores(
 def arena_arms(folder: Path) -> dict[str, dict[int, Path]]:
     """label → seed → the model folder of that run's final checkpoint."""
     arms: dict[str, dict[int, Path]] = {}
-    for run in sorted((folder / "runs").iterdir()):
+    for run in finished(folder):
         label, seed = run.name.rsplit("-s", 1)
         checkpoint = latest_checkpoint(run)
         if checkpoint is not None and (checkpoint / "model").is_dir():
             arms.setdefault(label, {})[int(seed)] = checkpoint / "model"
     return arms
+
+
+def finished(folder: Path) -> list[Path]:
+    """The arena's finished runs (those with arena_done.json), by name."""
+    return sorted(run for run in (folder / "runs").iterdir() if (run / "arena_done.json").is_file())
 
 
 def reach_step(rows: list[dict], key: str) -> int | None:
@@ -95,12 +100,14 @@ def curriculum(folder: Path) -> list[str]:
         "| run | validity 90 % step | content 90 % step | validity first? |",
         "|---|---|---|---|",
     ]
-    for run in sorted((folder / "runs").iterdir()):
+    for run in finished(folder):
         rows = read_metrics(run, kind="train")
         if not rows or "reward/json_valid" not in rows[0] or "reward/json_content" not in rows[0]:
             continue
         v, c = reach_step(rows, "reward/json_valid"), reach_step(rows, "reward/json_content")
-        first = "—" if v is None or c is None else ("yes" if v < c else "no")
+        first = (
+            "—" if v is None or c is None else ("yes" if v < c else "same step" if v == c else "no")
+        )
         lines.append(f"| {run.name} | {v} | {c} | {first} |")
     return lines
 
