@@ -4,11 +4,15 @@ rl_struct_provisional --task json_extract` with the multi reward logs every part
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
-from policylab import recipes
+from policylab import models, recipes
 from policylab.cli import main
+from policylab.config import TrainConfig
+from policylab.trainers.llm import compose
 from policylab.trainers.run import read_metrics
 
 MULTI = (
@@ -46,3 +50,18 @@ def test_train_from_the_cli_logs_every_reward_part(tmp_path, capsys):
         assert 0.0 <= rows[-1][f"reward/{part}"] <= 1.0
     # the untrained tiny model writes no JSON in 8 tokens: every part 0, R = 0
     assert rows[0]["reward/json_valid"] == 0.0
+
+
+def test_a_bad_json_extraction_file_fails_before_any_model_loads(tmp_path, monkeypatch):
+    rows = [{"prompt": f"p{i}", "schema": {"n": "str"}, "gold": {"n": "Ann"}} for i in range(4)]
+    rows[1]["gold"] = {"n": 7}
+    path = tmp_path / "people.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(models, "load_model", no_model)
+    cfg = TrainConfig(task=str(path), rewards={"json_valid": 1.0}, run_dir=str(tmp_path / "r"))
+    with pytest.raises(ValueError, match="line 2: field 'gold' 'n' = 7"):
+        compose(cfg)
