@@ -15,6 +15,7 @@ NAMES = [
     "arithmetic",
     "countdown",
     "countdown_calc",
+    "json_extract",
     "plan_path",
     "plan_path_fog",
     "plan_path_moves",
@@ -38,6 +39,11 @@ FIRST_EXAMPLES = {
     ("plan_path_moves", "test"): ("##../s.../#.../#..g:", "RDDRR"),
     ("plan_path_moves", "train"): (".#../..../.###/s..g:", "RRR"),
     ("sudoku4", "train"): ("4.3....2.32.....:", "4231314213242413"),
+    ("json_extract", "test"): ("Emil (74) lives in Kyiv. ->", '{"n":"Emil","a":74,"c":"Kyiv"}'),
+    ("json_extract", "train"): (
+        "In Delhi lives Nils who is 20. ->",
+        '{"n":"Nils","a":20,"c":"Delhi"}',
+    ),
 }
 
 

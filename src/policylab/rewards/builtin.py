@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import threading
 
+from policylab.rewards.json_struct import REWARDS as JSON_REWARDS
 from policylab.tasks.base import _completion_text as text_of
 from policylab.tasks.base import extract_answer
 
@@ -72,4 +73,5 @@ BUILTIN = {
     "format": format_reward,
     "judge_label": judge_label,
     "math_verify": math_verify_reward,
+    **JSON_REWARDS,  # RL-Struct's parts: json_valid, json_struct, … (json_struct.py)
 }

@@ -15,13 +15,16 @@ shipped model to learn on a CPU.
 | sudoku4    | `1.3434.2214..321:`    | `1234341221434321` | puzzle, solution            |
 | plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
 | lyapunov   | `x1'=x2 x2'=-sin(x1)-0.1x2 V:` | `--^2c1c1` | check, states_seed    |
+| json_extract | `Ann (34) lives in Oslo. ->` | `{"n":"Ann","a":34,"c":"Oslo"}` | schema, gold |
 
 Presets (presets.py) name harder variants in one word: `tasks.get("countdown25")` is
 `tasks.get("countdown", max_number=25)`; `tasks.presets()` lists them with a line each.
 
 Knobs (defaults): arithmetic digits=2, ops="+", n_operands=2; countdown n_numbers=3,
 max_number=20, max_target=100; sudoku4 blanks=11, partial_credit=False; plan_path size=5,
-wall_prob=0.25. Each module's docstring gives the format, the knobs and the verifier.
+wall_prob=0.25; json_extract names=16, cities=16, max_age=80, held_out_template=-1
+(its verifier is RL-Struct's JSON reward scaled to [0, 1]). Each module's docstring
+gives the format, the knobs and the verifier.
 
 Multi-turn tasks (papers/seed_agents.md §A1–§A3) have the same examples and single-turn
 verifier, plus `task.env(example)`, a text environment (`policylab.envs.text.TextEnv`), and
@@ -59,6 +62,7 @@ from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extrac
 from policylab.tasks.countdown import Countdown
 from policylab.tasks.countdown_calc import CountdownCalc
 from policylab.tasks.files import FileTask, looks_like_data
+from policylab.tasks.json_extract import JsonExtract
 from policylab.tasks.lyapunov import Lyapunov
 from policylab.tasks.plan_path import PlanPath
 from policylab.tasks.plan_path_fog import PlanPathFog
@@ -76,6 +80,7 @@ for _cls in (
     Arithmetic,
     Countdown,
     CountdownCalc,
+    JsonExtract,
     Lyapunov,
     PlanPath,
     PlanPathFog,

@@ -29,6 +29,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from policylab.tasks import json_schema
 from policylab.tasks.base import SPLITS, demonstration, split_of
 
 log = logging.getLogger(__name__)
@@ -238,6 +239,7 @@ def _read(
         raise ValueError(f"{path}: not a data file (.jsonl, .json, .csv, .parquet) or folder")
     for split, rows in given.items():
         _validate(path, rows, prompt_column, answer_column, split)
+        json_schema.check_rows(path, rows)  # JSON-extraction rows: schema and gold
     every = [located for rows in given.values() for located in rows]
     _fill_missing(path, every)
     _check_duplicates(path, every, prompt_column, answer_column)
