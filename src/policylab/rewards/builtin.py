@@ -1,4 +1,6 @@
-"""Built-in reward functions: exact answer, answer format, math equivalence. Registered
+"""Built-in reward functions: exact answer, answer format, math equivalence, and the GUI
+rewards of gui_text (tasks/gui_rules.py: gui_r1, gui/format, gui/acc, se_gui_point,
+gui_hit). Registered
 under the names of `BUILTIN` by registry.py. A completion may be a text or, for
 conversational prompts, TRL's conversation of one assistant message (its content is read)."""
 
@@ -9,6 +11,7 @@ import threading
 
 from policylab.tasks.base import _completion_text as text_of
 from policylab.tasks.base import extract_answer
+from policylab.tasks.gui_rules import REWARDS as GUI_REWARDS
 
 _FORMAT = re.compile(r"^(?:(?!<answer>).)*<answer>((?!</?answer>).)+</answer>\s*$", re.DOTALL)
 
@@ -61,4 +64,5 @@ BUILTIN = {
     "exact_answer": exact_answer,
     "format": format_reward,
     "math_verify": math_verify_reward,
+    **GUI_REWARDS,
 }

@@ -15,6 +15,7 @@ shipped model to learn on a CPU.
 | sudoku4    | `1.3434.2214..321:`    | `1234341221434321` | puzzle, solution            |
 | plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
 | lyapunov   | `x1'=x2 x2'=-sin(x1)-0.1x2 V:` | `--^2c1c1` | check, states_seed    |
+| gui_text   | `..AA....../…;c:A=`    | `24,4`             | screen, mode, action, box, text, cells, edge |
 
 Presets (presets.py) name harder variants in one word: `tasks.get("countdown25")` is
 `tasks.get("countdown", max_number=25)`; `tasks.presets()` lists them with a line each.
@@ -58,6 +59,7 @@ from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extrac
 from policylab.tasks.countdown import Countdown
 from policylab.tasks.countdown_calc import CountdownCalc
 from policylab.tasks.files import FileTask, looks_like_data
+from policylab.tasks.gui_text import GuiText
 from policylab.tasks.lyapunov import Lyapunov
 from policylab.tasks.plan_path import PlanPath
 from policylab.tasks.plan_path_fog import PlanPathFog
@@ -74,6 +76,7 @@ for _cls in (
     Arithmetic,
     Countdown,
     CountdownCalc,
+    GuiText,
     Lyapunov,
     PlanPath,
     PlanPathFog,
