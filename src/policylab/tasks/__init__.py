@@ -15,7 +15,7 @@ shipped model to learn on a CPU.
 | sudoku4    | `1.3434.2214..321:`    | `1234341221434321` | puzzle, solution            |
 | plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
 | lyapunov   | `x1'=x2 x2'=-sin(x1)-0.1x2 V:` | `--^2c1c1` | check, states_seed    |
-| gui_text   | `..AA....../…;c:A=`    | `24,4`             | screen, mode, action, box, text, cells, edge |
+| gui_text   | `..AA....../…;c:A=`    | `24,4`             | screen, mode, action, box, text |
 
 Presets (presets.py) name harder variants in one word: `tasks.get("countdown25")` is
 `tasks.get("countdown", max_number=25)`; `tasks.presets()` lists them with a line each.
