@@ -88,14 +88,19 @@ add(
         loss="ppo_clip",
         advantage_options=_GRPO,
         loss_options={
-            "eps_low": S(0.2, "[2nd TRL GRPOConfig epsilon default] 0.2"),
-            "eps_high": S(0.2, "[2nd TRL GRPOConfig] symmetric (epsilon_high = epsilon)"),
+            "eps_low": S(0.2, "[code TRL (SE-GUI trains with it) GRPOConfig epsilon default] 0.2"),
+            "eps_high": S(
+                0.2,
+                "[code TRL (SE-GUI trains with it) GRPOConfig] symmetric (epsilon_high = epsilon)",
+            ),
             "loss_agg_mode": S(
                 "seq-mean-token-mean",
                 "[ours] TRL GRPO's per-sequence mean then mean over rows; the spec records "
                 "no loss_type",
             ),
-            "kl_estimator": S("k3", "[2nd TRL GRPOTrainer] per-token k3 KL in the loss"),
+            "kl_estimator": S(
+                "k3", "[code TRL (SE-GUI trains with it) GRPOTrainer] per-token k3 KL in the loss"
+            ),
             "kl_coef": S(
                 0.004,
                 "[code SE-GUI trainer/grpo_config.py beta field default] 0.004 (its "
