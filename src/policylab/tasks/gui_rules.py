@@ -91,7 +91,7 @@ def parse(completion: str, mode: str, width: int = WIDTH, height: int = HEIGHT):
     answer = extract_answer(completion)
     if answer is None:
         return None, "no_answer"
-    parsed = _read(answer, mode)
+    parsed = read_answer(answer, mode)
     if parsed is None:
         return None, "unparseable"
     if parsed.point is not None:
@@ -123,7 +123,9 @@ def parse_all(name: str, completions: Sequence, mode: Sequence[str]) -> list[Par
     return out
 
 
-def _read(answer: str, mode: str) -> Parsed | None:
+def read_answer(answer: str, mode: str) -> Parsed | None:
+    """An answer text (what is inside the answer block) read in the action language of
+    `mode`, or None when it does not parse (no bound check on the point)."""
     if mode == "ground":
         m = _GROUND.fullmatch(answer)
         return Parsed("click", (int(m[1]), int(m[2]))) if m else None

@@ -187,7 +187,7 @@ class GuiText(Task):
         return answer_for(example["mode"], example["action"], point, example["text"])
 
     def _score(self, text: str, example: dict) -> float:
-        parsed = gui_rules._read(text, example["mode"])
+        parsed = gui_rules.read_answer(text, example["mode"])
         if parsed is None or parsed.action != example["action"]:
             return 0.0
         if parsed.text != example["text"]:
