@@ -139,3 +139,14 @@ def test_dense_reward_bounds_and_order(x, y, c0, r0, w, h):
     assert math.floor(dense) == hit or dense == 2.0  # the integer part is the indicator
     # the strict rule never scores above the inclusive one
     assert point_reward(x, y, box, 100, 50, inclusive=False) <= dense
+
+
+def test_each_kind_of_fault_is_logged_once_with_its_answer(caplog):
+    gui_rules.FAULTS.clear()
+    with caplog.at_level("WARNING", logger="policylab.tasks.gui_rules"):
+        _call("gui_hit", ["250,10", "250,11", "9,9,9"], mode="ground")
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2  # off_screen once (two samples), unparseable once
+    assert "off_screen" in said[0] and "250,10" in said[0]
+    assert "unparseable" in said[1] and "9,9,9" in said[1]
+    assert gui_rules.faults() == {"gui_hit/off_screen": 2, "gui_hit/unparseable": 1}
