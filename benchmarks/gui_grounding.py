@@ -10,7 +10,12 @@ centre — with 95 % t intervals over seeds and paired differences by seed
 
 The first algorithm is the baseline of the paired differences; `sft_only` has no seeds
 (greedy decoding of one model), so its difference to a contender is the contender's
-per-seed score minus that one number.
+per-seed score minus that one number. GUI-R1's data-efficiency comparison on the action
+task (`--mode action`): the arena's RL runs from the small-SFT model against the
+large-SFT model as the `sft` row:
+
+    python benchmarks/gui_grounding.py runs/arena-gui_act runs/sft-act3000 \
+        'gui_r1@rewards={gui/format: 0.2, gui/acc: 0.8}' --mode action --base-label sft_3000
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ from policylab.tasks.gui_text import centre
 METRICS = ("accuracy", "accuracy_1cell", "miss_distance")
 
 
-def score(model_dir: Path, rows: list[dict], max_new_tokens: int = 24) -> dict[str, float]:
+def score(
+    model_dir: Path, rows: list[dict], mode: str = "ground", max_new_tokens: int = 24
+) -> dict[str, float]:
     """Greedy answers of the model in `model_dir` on `rows`: accuracy (the task's exact
     verifier), accuracy on 1-cell targets, mean pixel distance of parsed misses."""
     model, tokenizer = load_model(str(model_dir))
@@ -42,7 +49,7 @@ def score(model_dir: Path, rows: list[dict], max_new_tokens: int = 24) -> dict[s
     ids = prompt_ids(tokenizer, [r["prompt"] for r in rows])
     with torch.no_grad():
         out = engine.generate(ids, 1, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
-    task = tasks.get("gui_text")
+    task = tasks.get("gui_text", mode=mode)
     hits, small, misses = [], [], []
     for row, text in zip(rows, out.texts, strict=True):
         hit = task.verify(text, row)
@@ -50,7 +57,7 @@ def score(model_dir: Path, rows: list[dict], max_new_tokens: int = 24) -> dict[s
         if row["cells"] == 1:
             small.append(hit)
         parsed, _ = gui_rules.parse(text, row["mode"])
-        if not hit and parsed is not None and parsed.point is not None:
+        if not hit and parsed is not None and parsed.point is not None and row["box"]:
             cx, cy = centre(row["box"])
             misses.append(math.hypot(parsed.point[0] - cx, parsed.point[1] - cy))
     return {
@@ -66,19 +73,21 @@ def main() -> None:
     parser.add_argument("sft")
     parser.add_argument("algos", nargs="+")
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--mode", default="ground", help="gui_text's mode knob")
+    parser.add_argument("--base-label", default="sft_only", help="the name of the `sft` row")
     args = parser.parse_args()
-    rows = tasks.get("gui_text").examples("test", args.n, seed=12345)
-    base = score(Path(args.sft), rows)
+    rows = tasks.get("gui_text", mode=args.mode).examples("test", args.n, seed=12345)
+    base = score(Path(args.sft), rows, args.mode)
     per_algo: dict[str, dict[int, dict[str, float]]] = {}
     for algo in args.algos:
         for run in sorted((Path(args.arena) / "runs").glob("*-s*")):
             name, seed = run.name.rsplit("-s", 1)
             if name == _label(algo) and (run / "model").is_dir():
-                per_algo.setdefault(algo, {})[int(seed)] = score(run / "model", rows)
+                per_algo.setdefault(algo, {})[int(seed)] = score(run / "model", rows, args.mode)
     print(f"{args.n} held-out screens, {sum(r['cells'] == 1 for r in rows)} 1-cell targets\n")
     print("| contender | seeds | " + " | ".join(METRICS) + " |")
     print("|---|---|" + "---|" * len(METRICS))
-    print("| sft_only | - | " + " | ".join(f"{base[m]:.3f}" for m in METRICS) + " |")
+    print(f"| {args.base_label} | - | " + " | ".join(f"{base[m]:.3f}" for m in METRICS) + " |")
     for algo, seeds in per_algo.items():
         cells = []
         for m in METRICS:
@@ -99,7 +108,9 @@ def main() -> None:
                 )
             if algo in per_algo:
                 i = mean_ci([v[m] - base[m] for v in per_algo[algo].values()])
-                print(f"{algo} − sft_only, {m}: {i.mean:+.3f} [{i.low:+.3f}, {i.high:+.3f}]")
+                print(
+                    f"{algo} − {args.base_label}, {m}: {i.mean:+.3f} [{i.low:+.3f}, {i.high:+.3f}]"
+                )
 
 
 def _label(algo: str) -> str:
