@@ -15,6 +15,7 @@ NAMES = [
     "arithmetic",
     "countdown",
     "countdown_calc",
+    "gui_text",
     "plan_path",
     "plan_path_fog",
     "plan_path_moves",
@@ -38,6 +39,8 @@ FIRST_EXAMPLES = {
     ("plan_path_moves", "test"): ("##../s.../#.../#..g:", "RDDRR"),
     ("plan_path_moves", "train"): (".#../..../.###/s..g:", "RRR"),
     ("sudoku4", "train"): ("4.3....2.32.....:", "4231314213242413"),
+    ("gui_text", "test"): (".......N../.......N../SSF..PP.../SSF......./..........;c:S=", "9,29"),
+    ("gui_text", "train"): ("....II..../...NN...../...NN.YYY./......YYY./.BB.......;c:B=", "19,44"),
 }
 
 
