@@ -97,7 +97,7 @@ def main() -> None:
     print()
     first = args.algos[0]
     for algo in args.algos:
-        for m in ("accuracy", "accuracy_1cell"):
+        for m in METRICS:
             if algo != first and first in per_algo and algo in per_algo:
                 i = paired_difference_ci(
                     {s: v[m] for s, v in per_algo[algo].items()},
