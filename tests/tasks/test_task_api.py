@@ -16,6 +16,7 @@ NAMES = [
     "countdown",
     "countdown_calc",
     "json_extract",
+    "gui_text",
     "plan_path",
     "plan_path_fog",
     "plan_path_moves",
@@ -44,6 +45,8 @@ FIRST_EXAMPLES = {
         "In Delhi lives Nils who is 20. ->",
         '{"n":"Nils","a":20,"c":"Delhi"}',
     ),
+    ("gui_text", "test"): (".......N../.......N../SSF..PP.../SSF......./..........;c:S=", "9,29"),
+    ("gui_text", "train"): ("....II..../...NN...../...NN.YYY./......YYY./.BB.......;c:B=", "19,44"),
 }
 
 

@@ -4,7 +4,7 @@ core.py (PPO, GRPO and its direct variants), control.py (FPO, PG-Rainbow), selec
 (GRPO with a choice of what to train on), spark.py (SPARK's recycling), structured.py
 (RL-Struct's JSON reward), objectives.py (changed surrogates, regularisers and advantages),
 theory.py (risk-seeking PG for symbolic search), testtime.py (test-time latent policy
-gradient: LatentSeek, DMLR-text), trader.py (FLAG-Trader). compose.py turns a recipe
+gradient: LatentSeek, DMLR-text), trader.py (FLAG-Trader), gui.py (GUI-R1, SE-GUI). compose.py turns a recipe
 plus overrides into checked, bound parts.
 
 `policylab describe NAME` prints a recipe; `policy_loss(NAME)` / `advantages(NAME)` give its
@@ -15,6 +15,7 @@ from policylab.recipes import (  # noqa: F401
     agents,
     control,
     core,
+    gui,
     objectives,
     retroformer,
     selection,

@@ -1,4 +1,6 @@
-"""Built-in reward functions: exact answer, answer format, math equivalence. Registered
+"""Built-in reward functions: exact answer, answer format, math equivalence, and the GUI
+rewards of gui_text (tasks/gui_rules.py: gui_r1, gui/format, gui/acc, se_gui_point,
+gui_hit). Registered
 under the names of `BUILTIN` by registry.py. A completion may be a text or, for
 conversational prompts, TRL's conversation of one assistant message (its content is read)."""
 
@@ -10,6 +12,7 @@ import threading
 from policylab.rewards.json_struct import REWARDS as JSON_REWARDS
 from policylab.tasks.base import _completion_text as text_of
 from policylab.tasks.base import extract_answer
+from policylab.tasks.gui_rules import REWARDS as GUI_REWARDS
 
 _FORMAT = re.compile(r"^(?:(?!<answer>).)*<answer>((?!</?answer>).)+</answer>\s*$", re.DOTALL)
 
@@ -74,4 +77,5 @@ BUILTIN = {
     "judge_label": judge_label,
     "math_verify": math_verify_reward,
     **JSON_REWARDS,  # RL-Struct's parts: json_valid, json_struct, … (json_struct.py)
+    **GUI_REWARDS,  # GUI-R1 and SE-GUI: gui_r1, se_gui_point, gui_hit, … (gui_rules.py)
 }

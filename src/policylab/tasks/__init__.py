@@ -16,6 +16,7 @@ shipped model to learn on a CPU.
 | plan_path  | `s..#/.#../...g/#...:` | `DDRRR`            | grid, start, goal, shortest |
 | lyapunov   | `x1'=x2 x2'=-sin(x1)-0.1x2 V:` | `--^2c1c1` | check, states_seed    |
 | json_extract | `Ann (34) lives in Oslo. ->` | `{"n":"Ann","a":34,"c":"Oslo"}` | schema, gold |
+| gui_text   | `..AA....../…;c:A=`    | `24,4`             | screen, mode, action, box, text |
 
 Presets (presets.py) name harder variants in one word: `tasks.get("countdown25")` is
 `tasks.get("countdown", max_number=25)`; `tasks.presets()` lists them with a line each.
@@ -62,6 +63,7 @@ from policylab.tasks.base import ANSWER_CLOSE, ANSWER_OPEN, SPLITS, Task, extrac
 from policylab.tasks.countdown import Countdown
 from policylab.tasks.countdown_calc import CountdownCalc
 from policylab.tasks.files import FileTask, looks_like_data
+from policylab.tasks.gui_text import GuiText
 from policylab.tasks.json_extract import JsonExtract
 from policylab.tasks.lyapunov import Lyapunov
 from policylab.tasks.plan_path import PlanPath
@@ -81,6 +83,7 @@ for _cls in (
     Countdown,
     CountdownCalc,
     JsonExtract,
+    GuiText,
     Lyapunov,
     PlanPath,
     PlanPathFog,
