@@ -174,6 +174,8 @@ def _describe_recipe(console: Console, recipe: recipe_book.Recipe) -> None:
                 (setting.value, setting.source) if setting else (default, f"default: {help_}")
             )
             table.add_row(f"agent.{option}", repr(value), escape(source))
+    for name, setting in recipe.rewards.items():  # the recipe's own rewards and weights
+        table.add_row(f"rewards.{name}", repr(setting.value), escape(setting.source))
     for option, setting in recipe.training.items():
         table.add_row(f"training.{option}", repr(setting.value), escape(setting.source))
     console.print(table)

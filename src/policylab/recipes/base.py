@@ -52,6 +52,9 @@ class Recipe:
     value_loss: str | None = None
     value_options: dict[str, Setting] = field(default_factory=dict)
     training: dict[str, Setting] = field(default_factory=dict)
+    # the recipe's training rewards (name → weight), used when a run names none and its
+    # data has the columns they read (compose.recipe_rewards)
+    rewards: dict[str, Setting] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     policy: str = "mlp"  # control network: mlp (GENERIC_POLICY), flow (fpo), pg_rainbow
     # agents (workflows/agents.py AgentOptions): branching, credit, grouping, regime, …

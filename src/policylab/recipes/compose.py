@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from typing import Any
 
 import torch
@@ -28,6 +29,8 @@ from policylab.algebra.options import build_options
 from policylab.algebra.selection import Selection, stage_of
 from policylab.registry import Entry, Registry, UnknownNameError
 from policylab.rollouts import Rollouts
+
+log = logging.getLogger(__name__)
 
 BARE = "component:"  # prefix that names a registered component, never a recipe
 
@@ -339,3 +342,30 @@ def _bound(
     entry = registry.entry(component)
     options = build_options(entry.config, {**defaults, **(overrides or {})}, where=where)
     return cls(component, entry, options)
+
+
+def recipe_rewards(recipe: recipe_book.Recipe, example: dict[str, Any]) -> dict[str, float]:
+    """The recipe's own training rewards, name → weight (GUI-R1's 0.8·acc + 0.2·format,
+    RL-Struct's five parts), when every one of them can score rows like `example`; {} when
+    the recipe names none, or when the data lacks a column one of them reads (the run then
+    trains on its task's verifier, and the log says which columns were missing)."""
+    from policylab.rewards.lookup import function, missing_columns
+
+    if not recipe.rewards:
+        return {}
+    columns = [key for key in example if key not in ("prompt", "completion")]
+    lacking = {
+        name: missing
+        for name in recipe.rewards
+        if (missing := missing_columns(function(name), columns))
+    }
+    if lacking:
+        log.warning(
+            "%s's rewards %s need columns this data lacks (%s): training on the task's "
+            "verifier instead (give rewards = {name: weight} to choose)",
+            recipe.name,
+            sorted(recipe.rewards),
+            "; ".join(f"{name}: {', '.join(cols)}" for name, cols in lacking.items()),
+        )
+        return {}
+    return {name: float(setting.value) for name, setting in recipe.rewards.items()}

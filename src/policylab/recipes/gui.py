@@ -55,15 +55,15 @@ add(
             "update_batch_size": S(128, "[code examples/config.yaml] global batch 128"),
             "episodes": S(15, "[code examples/config.yaml] 15 episodes"),
             "max_new_tokens": S(1024, "[code examples/config.yaml] response ≤ 1024 tokens"),
-            "rewards": S(
-                "{gui/format: 0.2, gui/acc: 0.8}",
-                "[code verl/utils/reward_score/r1gui.py] 0.8·acc + 0.2·format",
-            ),
+        },
+        rewards={
+            "gui/format": S(0.2, "[code verl/utils/reward_score/r1gui.py] 0.2·format"),
+            "gui/acc": S(0.8, "[code verl/utils/reward_score/r1gui.py] 0.8·acc"),
         },
         notes=(
-            "Rewards are not part of a recipe: pass rewards={gui/format: 0.2, gui/acc: 0.8} "
-            "(or {gui_r1: 1}, the same total as one part). Without it a run trains on the "
-            "task's exact verifier.",
+            "The recipe trains on rewards={gui/format: 0.2, gui/acc: 0.8} (both parts "
+            "logged; {gui_r1: 1} is the same total as one part) when the data has gui_text's "
+            "columns; a run's own rewards= replaces them.",
             "The click rule is GUI-R1's strict inequality; gui_text's knob edge=inclusive "
             "switches it to SE-GUI's edges-included rule (the two codes disagree on edges).",
             "The paper's <think>…</think><answer>[{action, point, input_text}]</answer> schema "
@@ -110,15 +110,14 @@ add(
         training={
             "samples_per_prompt": S(8, "[code run_scripts/run_grpo_gui_grounding.sh] G = 8"),
             "epochs": S(10, "[code run_grpo_gui_grounding.sh] 10 data epochs"),
-            "rewards": S(
-                "{se_gui_point: 1}",
-                "[code vlm_modules/qwen_module.py:point_reward] (its format reward, summed by "
-                "TRL, is policylab's `format`)",
-            ),
+        },
+        rewards={
+            "se_gui_point": S(1.0, "[code vlm_modules/qwen_module.py:point_reward] point reward"),
         },
         notes=(
-            "Rewards are not part of a recipe: pass rewards={se_gui_point: 1} (add format: 1 "
-            "for SE-GUI's format term). Without it a run trains on the task's exact verifier.",
+            "The recipe trains on rewards={se_gui_point: 1} when the data has gui_text's "
+            "columns; SE-GUI's code also adds a format reward (TRL sums the two): "
+            "rewards={se_gui_point: 1, format: 1} adds policylab's `format`.",
             "Self-evolution by attention maps (the attention_0.2_filtered runs) is not built: "
             "its selection rule is not specified in the code read (seed_agents.md §A6).",
             "Edges count as inside (SE-GUI's rule); gui_text's knob edge=strict switches it.",

@@ -6,6 +6,7 @@ tasks/json_extract.py; this module names the learner and its defaults.
 from __future__ import annotations
 
 from policylab.recipes.base import PPO_CLIP_FORMULA, Recipe, S, add
+from policylab.rewards.json_struct import MULTI
 
 RL_STRUCT_REWARDS = (
     "rewards={json_valid: 1, json_struct: 1, json_format: 1, json_content: 2, json_length: -0.5}"
@@ -43,21 +44,23 @@ RL_STRUCT = add(
         },
         training={
             "samples_per_prompt": S(8, "[ours, seed_agents.md §A8] G = 8"),
-            "rewards": S(RL_STRUCT_REWARDS, "[ours, seed_agents.md §A8] weights and L = 40"),
             "model": S(
                 "Qwen3-4B-Instruct-2507 + LoRA",
                 "[ours, from the model card Freakz3z/Qwen-JSON (secondary)] (Unsloth)",
             ),
+        },
+        rewards={
+            name: S(weight, "[ours, seed_agents.md §A8] the multi reward's weight; L = 40")
+            for name, weight in MULTI.items()
         },
         notes=(
             "Provisional: RL-Struct's paper text and training code were not available; the "
             "reward's weights, its gate on invalid JSON, L = 40 and G = 8 are ours "
             "(seed_agents.md §A8, §B), from the abstract and the model card's list of reward "
             "components (structure, format, validity, correctness, length).",
-            "Train it with its reward given to the run: policylab train --algo "
-            f"rl_struct_provisional --task json_extract '{RL_STRUCT_REWARDS}'; every part "
-            "is logged as reward/json_*. Without rewards= the run trains on json_extract's "
-            "verifier, the same R divided by 5 (one number, parts not logged).",
+            f"The recipe trains on {RL_STRUCT_REWARDS} when the data has schema and gold "
+            "columns (json_extract's); every part is logged as reward/json_*. A run's own "
+            "rewards= replaces them.",
             "Alternatives of the paper's arena: rewards={json_exact: 1} (1 iff the object "
             "equals gold) and rewards={json_content: 1}; a part with weight 0 is logged but "
             "not trained on.",

@@ -67,7 +67,7 @@ def model_card(run_dir: str | Path, cfg, resolved: dict, evals: list[dict]) -> s
     if _hub_id(cfg.model):
         meta["base_model"] = cfg.model
     meta["tags"] = tags
-    rewards = cfg.rewards or {"(the task's verifier)": 1.0}
+    rewards = resolved.get("rewards") or cfg.rewards or {"(the task's verifier)": 1.0}
     options = {
         part: ", ".join(f"{k}={v}" for k, v in resolved[part].items() if k != "name")
         for part in ("advantage", "loss")

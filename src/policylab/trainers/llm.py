@@ -39,7 +39,7 @@ from policylab.policies.language_model import LanguageModelPolicy
 from policylab.policies.policy_set import PolicySet
 from policylab.prompting import PromptFormat, check_chat_template, require_chat_template
 from policylab.recipes.base import GENERIC_POLICY
-from policylab.recipes.compose import Components, components
+from policylab.recipes.compose import Components, components, recipe_rewards
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
 from policylab.trainers.export import model_card, save_final_model
@@ -399,21 +399,24 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
     if isinstance(task, tasks.FileTask):  # every prompt + max_new_tokens fits the context
         objects.check_fits(task, cfg.model, cfg.max_new_tokens, PromptFormat.of(cfg))
     # the task's own verifier, built with this run's knobs, answers to the task's name
+    pool = task.examples(
+        "train",
+        min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
+        seed=cfg.seed,
+    )
+    # the run's rewards, else the recipe's own (when the data has their columns), else the
+    # task's verifier, built with this run's knobs, which answers to the task's name
+    weights = cfg.rewards or recipe_rewards(parts.recipe, pool[0])
     default_reward = task.name if cfg.task in tasks.names() else task.reward_name
     reward_fn = rewards.combine(
-        cfg.rewards or {default_reward: 1.0},
+        weights or {default_reward: 1.0},
         failure_reward=cfg.failure_reward,
         functions={task.name: task.reward},
         timeout_s=cfg.reward_timeout_s,
         failure_limit=cfg.reward_failure_limit,
     )
     reward_fn.at_step(0, max_steps=cfg.steps)
-    pool = task.examples(
-        "train",
-        min(cfg.train_pool, getattr(task, "rows", {}).get("train", cfg.train_pool)),
-        seed=cfg.seed,
-    )
-    if not cfg.rewards and not rewards.verifies(task, pool[0]):
+    if not weights and not rewards.verifies(task, pool[0]):
         raise ConfigError(
             f"{task.name}: the data has no {getattr(task, 'answer_column', 'answer')!r} "
             f"column, which its verifier {task.reward_name!r} needs: give the run its "
@@ -443,6 +446,7 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
         "selection": {"name": parts.selection.name, **asdict(parts.selection.options)},
         "sampler": {"name": pipeline.prompts.name, **asdict(pipeline.prompts.options)},
         "stages": pipeline.describe(),
+        "rewards": weights or {default_reward: 1.0},
     }
     if agent is not None:
         resolved["agent"] = asdict(agent)
