@@ -62,3 +62,11 @@ def test_train_flag_trader_from_the_cli_logs_the_trader_metrics(tmp_path):
     freq = sum(row[f"rollout/trade/freq_{a}"] for a in "BSH")
     assert freq == pytest.approx(1.0)
     assert "vf/loss" in row or any(k.startswith("vf/") for k in row)
+
+
+def test_flag_trader_on_the_text_task_names_its_gymnasium_twin():
+    from policylab.config import ConfigError, TrainConfig
+    from policylab.trainers.llm import compose
+
+    with pytest.raises(ConfigError, match="trade_sim's is --task policylab/TradeSim-v0"):
+        compose(TrainConfig(algo="flag_trader", task="trade_sim"))

@@ -28,6 +28,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from policylab.envs import ID_TRADE_SIM
 from policylab.envs.text import Step, action_body, check_step
 from policylab.envs.trade_sim import (
     ACTIONS,
@@ -110,6 +111,7 @@ class TradeSim(Task):
     """FLAG-Trader's market as text: "+3-1+2+0+4-2|0:" -> "B"."""
 
     name = "trade_sim"
+    gym_id = ID_TRADE_SIM  # the same market with numeric observations (flag_trader trains there)
     knobs_class = MarketKnobs
     columns = ("series",)
     chars = "+-0123456789|:BSH;"

@@ -378,9 +378,15 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
         shaping_overrides=cfg.reward_shaping,
     )
     if parts.recipe.policy != GENERIC_POLICY:
+        # an embedded task may have a gymnasium twin (trade_sim: policylab/TradeSim-v0)
+        twin = (
+            getattr(tasks.task_classes.get(cfg.task), "gym_id", None)
+            if cfg.task in tasks.names()
+            else None
+        )
         raise ConfigError(
             f"{cfg.algo!r} trains a {parts.recipe.policy} network, a control policy: use it "
-            "on a gymnasium task"
+            "on a gymnasium task" + (f" ({cfg.task}'s is --task {twin})" if twin else "")
         )
     if parts.value is not None and not hasattr(parts.advantage.options, "lam"):
         raise ConfigError(
