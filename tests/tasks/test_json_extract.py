@@ -134,6 +134,12 @@ def test_a_row_without_gold_fails(tmp_path):
         tasks.get(write(tmp_path / "d.jsonl", rows))
 
 
+def test_a_gold_column_without_schema_is_any_other_column(tmp_path):
+    rows = [{"prompt": f"{i}+2=", "answer": str(i + 2), "gold": str(i + 2)} for i in range(10)]
+    task = tasks.get(write(tmp_path / "d.jsonl", rows))
+    assert task.rows["train"] + task.rows["test"] == 10
+
+
 def test_csv_cells_hold_json_text(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text(

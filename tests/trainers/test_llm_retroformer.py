@@ -65,6 +65,9 @@ def test_baselines_generate_but_never_update(tmp_path, algo):
     result = train(cfg)
     rows = [r for r in read_metrics(result.run_dir) if r.get("kind") != "eval"]
     assert rows[-1]["budget/tokens"] > 0 and "pg/loss" not in rows[-1]
+    # every generated turn is charged although none becomes a row (max_samples stops it);
+    # at least one act turn of one attempt per drawn instance
+    assert rows[-1]["budget/samples"] >= FAST["prompts_per_step"]
     model = load_model(str(Path(result.run_dir) / "model"))[0]
     assert parameter_hash(model) == parameter_hash(load_model("tiny")[0])
 

@@ -73,6 +73,12 @@ def test_bad_recycling_fails_before_any_model_loads(tmp_path):
         compose(config(tmp_path, offline_prompts=4))
     with pytest.raises(ConfigError, match="not sharded"):
         compose(config(tmp_path, distributed="ddp", workers=2))
+    # COPO's annotator fills an answers column a reward period would lack (a crash at the
+    # first reward period before); an augmenter rolls out questions the judge does not see
+    with pytest.raises(ConfigError, match="stages .*annotate"):
+        compose(config(tmp_path, algo="copo", recycle={"reflection": False}))
+    with pytest.raises(ConfigError, match="stages .*annotate"):
+        compose(config(tmp_path, augment="difficulty", recycle={"reflection": False}))
 
 
 def test_recycling_is_off_for_other_recipes_and_on_with_any_recycle_key(tmp_path):

@@ -192,6 +192,15 @@ def test_agent_options_refuse_branches_trained_on_shared_turns():
         AgentOptions(train_phase="acts")
     with pytest.raises(ValueError, match="reflect = true"):
         AgentOptions(row_reward="rating")
+    # later reflections' branches share the earlier reflection turn (8 rows for 6 turns)
+    with pytest.raises(ValueError, match="attempts ≤ 2"):
+        AgentOptions(attempts=3, reflect=True, reflections=2, train_phase="reflect")
+    # a frozen actor's turns carry its log-probs, not the policy's: never rows
+    for bad in ({}, {"attempts": 2, "reflect": True}, {"train_phase": "reflect"}):
+        with pytest.raises(ValueError, match="agent.actor = 'tiny'"):
+            AgentOptions(actor="tiny", **bad)
+    AgentOptions(actor="tiny", train_phase="none")
+    AgentOptions(actor="tiny", attempts=2, reflect=True, train_phase="reflect")
 
 
 def test_actor_memo_rows_start_with_a_hidden_wall_and_avoid_it():

@@ -171,6 +171,19 @@ def test_groups_of_reads_prompt_major_rows_and_leaves_out_unscored_ones():
     assert groups[1] == Group("1+1=", "2", ["d"], [True])
 
 
+def test_correctness_comes_from_the_task_verifier_not_the_run_reward():
+    # a right answer without the format bonus (reward 0.9 under {exact: 0.9, format: 0.1})
+    # is right; a wrong one padded to a reward ≥ 1 (a multi-part reward) is wrong
+    import policylab.tasks as tasks
+
+    pool = [{"prompt": "2+2=", "answer": "4"}]
+    done = _collected([0.9, 1.5], ["<answer>4</answer>", "<answer>5</answer>"], [0])
+    (group,) = groups_of(done, pool, tasks.get("arithmetic").verify)
+    assert group.correct == [True, False]
+    (by_reward,) = groups_of(done, pool)
+    assert by_reward.correct == [False, True]
+
+
 class FakeSource:
     def __init__(self):
         self.updates = 0

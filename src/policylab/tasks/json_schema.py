@@ -175,10 +175,11 @@ def as_object(value: Any) -> Any:
 
 
 def check_rows(path: Any, rows: list[tuple[str, dict]]) -> None:
-    """A data file of JSON-extraction rows (with a `schema` or a `gold` column): every
-    row's schema is a key → type map and its gold matches it; else ValueError naming the
-    file, the line (or row), the field and what is accepted. Called before any model loads."""
-    if not any("schema" in row or "gold" in row for _, row in rows):
+    """A data file of JSON-extraction rows (a `schema` column marks one; a `gold` column
+    alone is any other data's column): every row's schema is a key → type map and its gold
+    matches it; else ValueError naming the file, the line (or row), the field and what is
+    accepted. Called before any model loads."""
+    if not any("schema" in row for _, row in rows):
         return
     for place, row in rows:
         for column in ("schema", "gold"):

@@ -467,7 +467,7 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
     if objects:
         resolved["objects"] = objects.describe()
     check_engine(cfg, agent, adapters)
-    recycle = recycle_plan(cfg, parts, agent)
+    recycle = recycle_plan(cfg, parts, agent, pipeline)
     return Plan(
         parts,
         task,
@@ -485,9 +485,12 @@ def compose(cfg: TrainConfig, objects: RunObjects | None = None) -> Plan:
     )
 
 
-def recycle_plan(cfg: TrainConfig, parts: Components, agent) -> RecycleOptions | None:
+def recycle_plan(
+    cfg: TrainConfig, parts: Components, agent, pipeline: Pipeline
+) -> RecycleOptions | None:
     """SPARK's recycling options (the recipe's, updated by `recycle`), checked: it recycles
-    single-turn, plain-text, online groups."""
+    single-turn, plain-text, online groups of the pool's own prompts, and its reward
+    periods are plain generation (no annotator fills their columns)."""
     try:
         options = recycle_options(parts.recipe, cfg.recycle)
     except ValueError as err:
@@ -502,6 +505,15 @@ def recycle_plan(cfg: TrainConfig, parts: Components, agent) -> RecycleOptions |
             f"{cfg.algo} recycles the groups of single-turn, plain-text, online steps; "
             f"accepted: a single-turn task with chat=False and offline_prompts=0 (got task "
             f"{cfg.task}, chat={cfg.chat}, offline_prompts={cfg.offline_prompts})"
+        )
+    staged = [stage.name for stage in (*pipeline.annotators, *pipeline.augmenters)]
+    if options is not None and staged:
+        # an augmenter rolls out variant questions (the judge labels would be the original's);
+        # an annotator's columns (answers, entropies) are not filled in reward periods
+        raise ConfigError(
+            f"{cfg.algo} with recycling: the stages {', '.join(staged)} change or annotate "
+            "rollouts, which reward periods do not reproduce; accepted: recycling with "
+            "recipes and options without annotators or augmenters (grpo, spark, …)"
         )
     return options
 

@@ -96,6 +96,20 @@ class AgentOptions:
                 f"agent.reflections = {self.reflections} copies the turns before each "
                 "reflection into every branch; train on train_phase = reflect (or none)"
             )
+        if self.reflections > 1 and self.attempts > 2:
+            raise ValueError(
+                f"agent.reflections = {self.reflections} with attempts = {self.attempts}: the "
+                "branches of a later reflection share the earlier one's turn, which would be "
+                "trained on once per branch; accepted: attempts ≤ 2 with reflections > 1"
+            )
+        if self.actor and (
+            self.train_phase == "all" or not (self.reflect or self.train_phase == "none")
+        ):
+            raise ValueError(
+                f"agent.actor = {self.actor!r} plays the act turns with a frozen model, whose "
+                "turns the policy must not train on (their log-probs are the actor's); "
+                "accepted: train_phase = reflect with reflect = true, or train_phase = none"
+            )
         if self.row_reward == "rating" and not (self.reflect or self.train_phase == "none"):
             raise ValueError("agent.row_reward = rating rates reflections: it needs reflect = true")
         check_range("agent", "branches", self.branches, low=0)
@@ -222,6 +236,8 @@ class MultiTurn:
             timing.get("generate_s", 0.0),
             timing.get("env_s", 0.0),
         )
+        if phase != "all":  # every generated turn is charged, rows or not (frozen actors)
+            info.generated_samples = len(turns)
         info.metrics = agent_metrics(trajs, batch, self.roles)
         if self.options.row_reward == "rating" or self.options.reflections > 1:
             info.metrics.update(retro_metrics(trajs, batch, self.policies))
@@ -246,7 +262,7 @@ def evaluate_episodes(policies, task, options: AgentOptions, *, n: int, seed: in
         attempts=attempts,
         reflect=attempts > 1 and (options.reflect or options.attempts == 1),
         reflections=1,
-        train_phase="all",
+        train_phase="none" if options.actor else "all",  # played, not trained on
         packing="turns",
     )
     out: dict[str, float] = {}

@@ -43,8 +43,11 @@ class Collected:
 
     @property
     def samples(self) -> int:
-        """Samples generated in all rounds, kept or not (what the step is charged)."""
-        return len(self.outcomes)
+        """Samples generated in all rounds, kept or not (what the step is charged): one per
+        generated row, or the workflow's count when some turns are not rows."""
+        if self.info.generated_samples is None:
+            return len(self.outcomes)
+        return self.info.samples
 
 
 def collect_groups(

@@ -33,6 +33,16 @@ class RolloutInfo:
     # per reward function: failed, non-finite and unscored samples (None: the workflow has
     # no reward functions, e.g. environments' rewards, or stored rollouts)
     reward_counts: RewardCounts | None = None
+    # samples generated when not one per row (an agent's turns left out of the rows, e.g.
+    # a frozen actor's); None: one per completion
+    generated_samples: int | None = None
+
+    @property
+    def samples(self) -> int:
+        """Samples generated: what a step is charged in `budget/samples`."""
+        if self.generated_samples is None:
+            return len(self.completions)
+        return self.generated_samples
 
     @classmethod
     def concat(cls, infos: list[RolloutInfo]) -> RolloutInfo:
@@ -50,6 +60,9 @@ class RolloutInfo:
             sum(info.score_s for info in infos),
             _mean_metrics([info.metrics for info in infos]),
             sum(counts[1:], counts[0]) if counts else None,
+            None
+            if all(info.generated_samples is None for info in infos)
+            else sum(info.samples for info in infos),
         )
 
 

@@ -30,6 +30,7 @@ carries `prompt`, `answer` (the label) and `kind`.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -213,10 +214,14 @@ def build_items(groups: list[Group], rng: Draws, options: RecycleOptions) -> Bui
     return built
 
 
-def groups_of(collected: Collected, pool: list[dict]) -> list[Group]:
+def groups_of(
+    collected: Collected, pool: list[dict], verify: Callable[[str, dict], float] | None = None
+) -> list[Group]:
     """Every group an infer period generated (kept by a filter or not; rows are
     prompt-major over the drawn prompts, workflows/single_turn.py), with the verifier's
-    verdict: correct = reward ≥ 1. Rows the rewards could not score (NaN) are left out."""
+    verdict: correct = verify(completion, example) ≥ 1 (the task's verifier, whatever
+    rewards the run trains on), or the run's reward ≥ 1 without one. Rows the rewards could
+    not score (NaN) are left out."""
     indices, outcomes = collected.indices, collected.outcomes.tolist()
     completions = collected.info.completions
     if not indices or len(outcomes) % len(indices):
@@ -234,7 +239,10 @@ def groups_of(collected: Collected, pool: list[dict]) -> list[Group]:
                     pool[i]["prompt"],
                     str(pool[i]["answer"]),
                     [completions[r] for r in rows],
-                    [outcomes[r] >= 1.0 for r in rows],
+                    [
+                        (outcomes[r] if verify is None else verify(completions[r], pool[i])) >= 1.0
+                        for r in rows
+                    ],
                 )
             )
     return groups
@@ -244,12 +252,19 @@ class SparkBuilder:
     """`builder(collected) -> (examples, metrics)` for the recycle hook: the step's groups
     → judge and reflection examples, drawn from its own seeded RNG (checkpointed)."""
 
-    def __init__(self, pool: list[dict], options: RecycleOptions, seed: int) -> None:
-        self.pool, self.options = pool, options
+    def __init__(
+        self,
+        pool: list[dict],
+        options: RecycleOptions,
+        seed: int,
+        verify: Callable[[str, dict], float] | None = None,
+    ) -> None:
+        self.pool, self.options, self.verify = pool, options, verify
         self.rng = random.Random(seed)
 
     def __call__(self, collected: Collected) -> tuple[list[dict], dict[str, float]]:
-        built = build_items(groups_of(collected, self.pool), self.rng, self.options)
+        groups = groups_of(collected, self.pool, self.verify)
+        built = build_items(groups, self.rng, self.options)
         return built.items, {
             "spark/pairwise_frac": built.pairwise_frac,
             "spark/reflect_items": float(built.reflect),
@@ -278,7 +293,7 @@ def recycling(source, policy, task, pool, options: RecycleOptions, cfg, generato
     reward_workflow = SingleTurn(
         policy, task, cfg.samples_per_prompt, judge, generator, mask_truncated=cfg.mask_truncated
     )
-    builder = SparkBuilder(pool, options, cfg.seed)
+    builder = SparkBuilder(pool, options, cfg.seed, verify=task.verify)
     buffer = RecycleBuffer(options.capacity)
     return Recycling(source, builder, reward_workflow, cfg.prompts_per_step, budget, buffer)
 
