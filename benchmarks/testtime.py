@@ -23,14 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import random
 import sys
 import time
 from pathlib import Path
 
 from policylab import tasks
-from policylab.arena.stats import mean_ci, paired_difference_ci
+from policylab.arena.stats import mcnemar_p, mean_ci, paired_bootstrap_ci, paired_difference_ci
 from policylab.config import parse_overrides
 from policylab.testtime_run import evaluate, pause_rows, resolve
 
@@ -62,32 +60,6 @@ PAIRS = [
     ("latent_conf_pg", "best_of_m_by_confidence"),
     ("latent_conf_pg", "greedy"),
 ]
-
-
-def mcnemar_p(a: list[bool], b: list[bool]) -> float:
-    """Exact two-sided McNemar test of paired 0/1 outcomes: with n₁₀ prompts only `a`
-    gets right and n₀₁ only `b`, p = min(1, 2·P(X ≤ min(n₁₀, n₀₁))), X ~ Bin(n₁₀ + n₀₁, ½)."""
-    only_a = sum(x and not y for x, y in zip(a, b, strict=True))
-    only_b = sum(y and not x for x, y in zip(a, b, strict=True))
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def bootstrap_diff_ci(
-    a: list[list[bool]], b: list[list[bool]], draws: int = 2000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Accuracy difference a − b with a 95 % percentile bootstrap over prompts: a[s][i] is
-    prompt i's outcome under seed s; each draw resamples prompts and averages the seeds."""
-    n = len(a[0])
-    per_prompt = [
-        sum(float(a[s][i]) - float(b[s][i]) for s in range(len(a))) / len(a) for i in range(n)
-    ]
-    rng = random.Random(seed)
-    means = sorted(sum(per_prompt[rng.randrange(n)] for _ in range(n)) / n for _ in range(draws))
-    return sum(per_prompt) / n, means[int(0.025 * draws)], means[int(0.975 * draws) - 1]
 
 
 def _pause_data(args) -> int:
@@ -179,7 +151,7 @@ def report(records: dict[str, dict[int, dict]], args) -> str:
             {s: r["summary"]["eval/accuracy"] for s, r in rb.items()},
         )
         seeds = sorted(ra)
-        mean, low, high = bootstrap_diff_ci(
+        mean, low, high = paired_bootstrap_ci(
             [ra[s]["correct"] for s in seeds], [rb[s]["correct"] for s in seeds]
         )
         ps = ", ".join(f"{mcnemar_p(ra[s]['correct'], rb[s]['correct']):.3g}" for s in seeds)

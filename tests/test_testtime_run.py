@@ -51,6 +51,14 @@ def test_recipes_name_their_method_and_defaults():
         ("dmlr_text_provisional", {"pause": 2}, r"K=4 .* pause=2: give pause ≥ K"),
         ("magic", {}, r"unknown test-time method 'magic'; accepted: greedy, best_of_n"),
         ("grpo", {}, r"grpo trains a model"),
+        # values that used to pass and failed later (flip) or silently (M, sigma: nan latents)
+        ("latentseek", {"flip": 2.0}, r"flip=2.0; accepted: a number in \[0.0, 1.0\]"),
+        ("latentseek", {"rho": -1}, r"rho=-1; accepted: a number in \(0.0, 1.0\]"),
+        ("latentseek", {"steps": "ten"}, r"steps='ten'; accepted: an integer ≥ 0"),
+        ("latentseek", {"lr": "x"}, r"lr='x'; accepted: a number > 0.0"),
+        ("dmlr_text_provisional", {"M": 0}, r"M=0; accepted: an integer ≥ 1"),
+        ("dmlr_text_provisional", {"sigma": 0}, r"sigma=0; accepted: a number > 0.0"),
+        ("dmlr_text_provisional", {"topk": 1.5}, r"topk=1.5; accepted: an integer ≥ 1"),
     ],
 )
 def test_bad_options_name_the_value_and_the_choices(name, overrides, message):
@@ -144,14 +152,15 @@ def test_pause_rows_put_k_pauses_between_prompt_and_answer():
 
 
 def test_mcnemar_and_bootstrap_by_hand():
-    bench = _bench()
+    from policylab.arena import stats
+
     # 5 prompts only a gets right, 1 only b: p = 2·P(X ≤ 1), X ~ Bin(6, ½) = 2·7/64
     a = [True] * 5 + [False] + [True, False]
     b = [False] * 5 + [True] + [True, False]
-    assert bench.mcnemar_p(a, b) == pytest.approx(0.21875)
-    assert bench.mcnemar_p(a, a) == 1.0
+    assert stats.mcnemar_p(a, b) == pytest.approx(0.21875)
+    assert stats.mcnemar_p(a, a) == 1.0
     # Δ per prompt averaged over seeds: one prompt always +1, one +½, one 0 → mean ½
-    mean, low, high = bench.bootstrap_diff_ci(
+    mean, low, high = stats.paired_bootstrap_ci(
         [[True, True, False], [True, False, False]], [[False] * 3, [False] * 3]
     )
     assert mean == pytest.approx(0.5) and 0.0 <= low <= mean <= high <= 1.0

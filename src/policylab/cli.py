@@ -212,6 +212,7 @@ def _eval_testtime(console: Console, args: argparse.Namespace) -> int:
         method,
         options,
         n=args.n,
+        eval_seed=args.seed,  # the held-out draw, as plain `eval --seed` draws it
         seed=args.seed,
         max_new_tokens=args.max_new_tokens or 24,
     )

@@ -79,7 +79,43 @@ def resolve(name: str, overrides: Mapping[str, Any] | None = None) -> tuple[str,
     return method, options
 
 
+# numeric options: (kind, lowest, highest, lowest excluded); a value outside, or of another
+# type, is refused before any model loads
+_RANGES: dict[str, tuple[type, float, float, bool]] = {
+    "flip": (float, 0.0, 1.0, False),
+    "rho": (float, 0.0, 1.0, True),
+    "lr": (float, 0.0, math.inf, True),
+    "sigma": (float, 0.0, math.inf, True),
+    "temperature": (float, 0.0, math.inf, True),
+    "threshold": (float, -math.inf, math.inf, False),
+    "steps": (int, 0, math.inf, False),
+    "n": (int, 1, math.inf, False),
+    "m": (int, 1, math.inf, False),
+    "M": (int, 1, math.inf, False),
+    "K": (int, 1, math.inf, False),
+    "topk": (int, 1, math.inf, False),
+}
+
+
+def _check_number(name: str, key: str, value: Any) -> None:
+    kind, low, high, open_low = _RANGES[key]
+    number = (int, float) if kind is float else (int,)
+    bad_type = isinstance(value, bool) or not isinstance(value, number)
+    if bad_type or math.isnan(value) or value > high or value < low or open_low and value == low:
+        accepted = f"{'a number' if kind is float else 'an integer'} " + (
+            f"in {'(' if open_low else '['}{low}, {high}]"
+            if math.isfinite(high)
+            else f"{'>' if open_low else '≥'} {low}"
+            if math.isfinite(low)
+            else ""
+        )
+        raise ValueError(f"{name}: {key}={value!r}; accepted: {accepted.strip()}")
+
+
 def _check(name: str, options: dict[str, Any]) -> None:
+    for key, value in options.items():
+        if key in _RANGES:
+            _check_number(name, key, value)
     if options["reward"] not in REWARDS:
         raise ValueError(f"{name}: reward={options['reward']!r}; accepted: {', '.join(REWARDS)}")
     if not isinstance(options["pause"], int) or options["pause"] < 0:

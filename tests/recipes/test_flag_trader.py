@@ -70,3 +70,18 @@ def test_flag_trader_on_the_text_task_names_its_gymnasium_twin():
 
     with pytest.raises(ConfigError, match="trade_sim's is --task policylab/TradeSim-v0"):
         compose(TrainConfig(algo="flag_trader", task="trade_sim"))
+
+
+def test_flag_trader_refuses_an_environment_it_cannot_read_before_the_model_loads(monkeypatch):
+    import gymnasium as gym
+
+    from policylab.policies import kinds
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model loaded")
+
+    monkeypatch.setattr(kinds, "make_lm_control_policy", no_model)
+    cfg = run_config(None, {"algo": "flag_trader", "task": "CartPole-v1"})
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ValueError, match="Discrete\\(3\\) actions .* CartPole-v1 has actions"):
+        kinds.control_policies.get("lm_control")(cfg, env.observation_space, env.action_space, {})

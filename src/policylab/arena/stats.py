@@ -13,6 +13,7 @@ Pure functions of plain Python numbers (numpy and scipy only): the runner builds
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -345,3 +346,30 @@ def _to_threshold(runs: dict[int, RunRecord], threshold: float) -> ThresholdSumm
     hits = [b for r in runs.values() if (b := budget_to_threshold(r.curve, threshold)) is not None]
     median = float(statistics.median(hits)) if hits else None
     return ThresholdSummary(threshold, reached=len(hits), n=len(runs), median=median)
+
+
+def mcnemar_p(a: list[bool], b: list[bool]) -> float:
+    """Exact two-sided McNemar test of paired 0/1 outcomes: with n₁₀ prompts only `a`
+    gets right and n₀₁ only `b`, p = min(1, 2·P(X ≤ min(n₁₀, n₀₁))), X ~ Bin(n₁₀ + n₀₁, ½)."""
+    only_a = sum(x and not y for x, y in zip(a, b, strict=True))
+    only_b = sum(y and not x for x, y in zip(a, b, strict=True))
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def paired_bootstrap_ci(
+    a: list[list[bool]], b: list[list[bool]], draws: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Accuracy difference a − b with a 95 % percentile bootstrap over items (prompts),
+    paired: a[s][i] is item i's outcome under seed s; each draw resamples items and averages
+    the seeds (an eval-only arena's interval over the held-out set, benchmarks/testtime.py)."""
+    n = len(a[0])
+    per_prompt = [
+        sum(float(a[s][i]) - float(b[s][i]) for s in range(len(a))) / len(a) for i in range(n)
+    ]
+    rng = random.Random(seed)
+    means = sorted(sum(per_prompt[rng.randrange(n)] for _ in range(n)) / n for _ in range(draws))
+    return sum(per_prompt) / n, means[int(0.025 * draws)], means[int(0.975 * draws) - 1]

@@ -62,5 +62,15 @@ def pg_rainbow(cfg, observation_space, action_space, training):
 @control_policies.register("lm_control")
 def lm_control(cfg, observation_space, action_space, training):
     """FLAG-Trader's policy network (seed_agents.md §A5): a causal LM over the state text,
-    an action-restricted head and a value head, top `trainable_layers` layers trained."""
+    an action-restricted head and a value head, top `trainable_layers` layers trained.
+    It reads trade_sim's observation (daily moves, then the holding flag) as text and acts
+    B/S/H: any other environment is refused before the model loads."""
+    moves = getattr(observation_space, "shape", None)
+    if getattr(action_space, "n", None) != 3 or moves is None or len(moves) != 1:
+        raise ValueError(
+            f"{cfg.algo} writes trade_sim's observation as text and acts B/S/H: it needs "
+            "Discrete(3) actions and a flat vector of daily moves and the holding flag "
+            f"(policylab/TradeSim-v0); {cfg.task} has actions {action_space} and "
+            f"observations {observation_space}"
+        )
     return make_lm_control_policy(training["model"], training["trainable_layers"]), None
