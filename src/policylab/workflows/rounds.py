@@ -129,8 +129,9 @@ def _exhausted(rounds: int, kept: int, groups: int, generated: int, counts: Coun
 
 class RecycleBuffer:
     """A FIFO cache of recycled examples (SPARK, arXiv:2509.22624; seed_agents.md §A7):
-    after each step a `builder(groups, rng) -> list[example]` turns the step's rollouts
-    into new verifiable examples (`prompt`, `answer`, `kind`), `add` appends them, and once
+    after each step the recycle hook's `builder(collected) -> (examples, metrics)` turns
+    the step's rollouts into new verifiable examples (`prompt`, `answer`, `kind`; the
+    builder draws from its own checkpointed RNG), `add` appends them, and once
     the cache holds a batch, `take(n)` hands out the oldest n for a reward period [code
     Spark ppo_trainer.fit: cache appended, 64 popped from the front]. `capacity` bounds the
     cache by dropping the oldest (0: unbounded) [ours]. Checkpointed with the run."""
