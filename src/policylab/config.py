@@ -666,6 +666,12 @@ class ControlConfig(RunSchema):
         description="gymnasium environment id, module:EnvId (imported, registers EnvId) or "
         "module:EnvClass (a gymnasium.Env subclass or a function returning one)",
     )
+    max_episode_steps: int | None = Field(
+        None,
+        ge=1,
+        description="truncate episodes at this many steps, in training and evaluation "
+        "(gymnasium's TimeLimit; None = the environment's own limit, if any)",
+    )
     selection: str | None = Field(
         None,
         description="an advantage-time selection over the iteration's transitions (d3s); "

@@ -12,8 +12,16 @@ import yaml
 import policylab
 from policylab.cli import main
 from policylab.config import ControlConfig, is_gym_task
-from policylab.envs.user import gym_id, is_object_id, is_user_env, make_env, register_object
+from policylab.envs.user import (
+    gym_id,
+    is_object_id,
+    is_user_env,
+    make_env,
+    register_object,
+    warn_without_time_limit,
+)
 from policylab.routing import run_config
+from policylab.trainers.run import read_metrics
 
 MOD = "user_env_module"
 TINY = dict(
@@ -128,3 +136,28 @@ def test_objects_that_cannot_be_an_environment_are_refused(task, message):
     user_env_module.SHARED = user_env_module.Countdown()
     with pytest.raises(ValueError, match=message):
         register_object(task)
+
+
+def test_max_episode_steps_bounds_an_environment_without_an_end(tmp_path, caplog):
+    task = f"{MOD}:Endless"
+    with caplog.at_level("WARNING"):
+        result = policylab.train(
+            task=task, max_episode_steps=7, run_dir=str(tmp_path / "r"), **TINY
+        )
+    assert "no time limit" not in caplog.text
+    assert [e["eval/length_mean"] for e in result.evals] == [7.0, 7.0]
+    rows = read_metrics(tmp_path / "r", kind="train")
+    assert rows[0]["rollout/episode_length"] == 7.0  # 2 envs × 32 steps: 8 episodes of 7
+    assert rows[0]["rollout/episodes"] == 8
+    warn_without_time_limit(task, None)
+    assert "has no time limit" in caplog.text and "max_episode_steps=N" in caplog.text
+
+
+def test_no_warning_when_the_factory_sets_its_own_time_limit(caplog):
+    task = register_object(lambda: gym.wrappers.TimeLimit(user_env_module.Endless(), 9))
+    assert task == "policylab-object/lambda-v0"
+    with caplog.at_level("WARNING"):
+        warn_without_time_limit(task, None)  # the factory's own TimeLimit: no warning
+        warn_without_time_limit(f"{MOD}:{user_env_module.ENV_ID}", None)  # registered without
+    assert caplog.text.count("has no time limit") == 1
+    assert user_env_module.ENV_ID in caplog.text

@@ -35,3 +35,11 @@ def make_countdown():
 
 if ENV_ID not in gym.registry:
     gym.register(ENV_ID, entry_point=Countdown)
+
+
+class Endless(Countdown):
+    """Never ends by itself: only a time limit stops an episode."""
+
+    def step(self, action):
+        obs, reward, _, truncated, info = super().step(action)
+        return obs, reward, False, truncated, info

@@ -115,6 +115,25 @@ def is_env_object(obj: Any) -> bool:
     return isinstance(obj, gym.Env | gym.vector.VectorEnv) or callable(obj)
 
 
+def warn_without_time_limit(task: str, max_episode_steps: int | None) -> None:
+    """A warning when a custom environment (module:Name, or one given in Python) has no
+    time limit and the run sets none: an episode that never ends (an untrained policy's
+    mode walking into a wall) would stall evaluation for ever."""
+    if max_episode_steps is not None or not (is_user_env(task) or is_object_id(task)):
+        return
+    env = make_env(task)  # a factory may wrap its environment in a TimeLimit itself
+    layer, limited = env, False
+    while isinstance(layer, gym.Wrapper) and not limited:
+        limited, layer = isinstance(layer, gym.wrappers.TimeLimit), layer.env
+    env.close()
+    if not limited:
+        log.warning(
+            "task %r has no time limit: an episode that never ends stalls the run's "
+            "evaluation; set max_episode_steps=N (or register the id with one)",
+            task,
+        )
+
+
 def register_object(env: Any) -> str:
     """Register an environment object or factory given in Python; returns its id (the
     run's task). A factory is called twice here, to check that it gives a new
@@ -180,7 +199,7 @@ def _check_factory(factory: Callable, name: str) -> None:
 
 
 def _id_safe(name: str) -> str:
-    return re.sub(r"[^\w.-]", "_", name) or "env"
+    return re.sub(r"[^\w.-]", "_", name.strip("<>")) or "env"
 
 
 def _import(module_name: str, task: str):

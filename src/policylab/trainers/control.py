@@ -23,7 +23,7 @@ from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.config import ControlConfig, load
 from policylab.envs.space_data import space_from_data, space_to_data
-from policylab.envs.user import check_buildable
+from policylab.envs.user import check_buildable, warn_without_time_limit
 from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
 from policylab.recipes.compose import components
@@ -84,7 +84,9 @@ class ControlProgress:
 def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iteration, batch_size):
     """Held-out episodes now (the policy's mode), logged; the first evaluation after
     training began that reaches `cfg.stop_return` marks the run solved."""
-    scores = evaluate_policy(policy, cfg.task, cfg.eval_episodes, cfg.eval_seed)
+    scores = evaluate_policy(
+        policy, cfg.task, cfg.eval_episodes, cfg.eval_seed, **episode_limit(cfg)
+    )
     scores["env_steps"] = iteration * batch_size
     scores["time/elapsed_s"] = done.elapsed
     run.log(iteration, scores, kind="eval")
@@ -110,6 +112,7 @@ def train(cfg: ControlConfig, *, resume: bool = False, callbacks=()) -> ControlR
 
 def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     check_buildable(cfg.task, cfg.vector)  # module:Env imported, objects in this session
+    warn_without_time_limit(cfg.task, cfg.max_episode_steps)
     parts = components(
         cfg.algo,
         advantage_overrides={"gamma": cfg.gamma, "lam": cfg.lam, "whiten": False},
@@ -330,8 +333,18 @@ def make_collector(cfg: ControlConfig, seed: int) -> EpisodeCollector:
     """The run's environments, with reward scaling if `cfg.normalize_reward`."""
     reward_gamma = cfg.gamma if cfg.normalize_reward else None
     return EpisodeCollector(
-        cfg.task, cfg.num_envs, seed, vector=cfg.vector, reward_gamma=reward_gamma
+        cfg.task,
+        cfg.num_envs,
+        seed,
+        vector=cfg.vector,
+        reward_gamma=reward_gamma,
+        **episode_limit(cfg),
     )
+
+
+def episode_limit(cfg: ControlConfig) -> dict:
+    """gym.make's max_episode_steps when the config sets one (else nothing: the env's own)."""
+    return {} if cfg.max_episode_steps is None else {"max_episode_steps": cfg.max_episode_steps}
 
 
 def clip_range(options) -> float:

@@ -362,12 +362,19 @@ def _decode(value) -> Any:
 
 
 def evaluate_policy(
-    policy, env_id: str, episodes: int = 10, seed: int = 0, *, deterministic: bool = True
+    policy,
+    env_id: str,
+    episodes: int = 10,
+    seed: int = 0,
+    *,
+    deterministic: bool = True,
+    **env_kwargs,
 ) -> dict[str, float]:
     """Mean and std of the return of `episodes` episodes, one per environment, env i reset
     with seed + i (the same episodes at every evaluation); the policy's mode by default
-    (`policy.mode(x)` when it has one, else `policy.sample(x, deterministic=True)`)."""
-    envs = make_vector_env(env_id, episodes)
+    (`policy.mode(x)` when it has one, else `policy.sample(x, deterministic=True)`).
+    `env_kwargs` go to gym.make (e.g. max_episode_steps)."""
+    envs = make_vector_env(env_id, episodes, **env_kwargs)
     obs, _ = envs.reset(seed=[seed + i for i in range(episodes)])
     returns = np.zeros(episodes)
     lengths = np.zeros(episodes, dtype=np.int64)
