@@ -97,7 +97,10 @@ def train(
     the trainer (routing.py): a gymnasium id such as "CartPole-v1" trains a control policy
     and returns a ControlResult (run folder, evaluation returns); any other task trains a
     language model and returns a TrainResult (run folder, held-out before/after; the final
-    model in <run_dir>/model).
+    model in <run_dir>/model). A control task may also be `module:EnvId` or
+    `module:EnvClass`, or, here only, a gymnasium.Env or a function returning one
+    (envs/user.py): it trains in this Python session (not with vector="async"), and
+    resumes only when given again.
 
     Objects are accepted as TRL's GRPOTrainer accepts them (objects.py): `model` a
     transformers causal LM (trained in place) or a name ("tiny", a folder, a hub id);
@@ -109,6 +112,11 @@ def train(
     objects (on_step, on_eval, on_checkpoint; raise StopTraining to stop)."""
     from policylab import objects, routing
 
+    if task is not None and not isinstance(task, str | Path):
+        from policylab.envs.user import is_env_object, register_object
+
+        if is_env_object(task):  # a control run: the environment's registered id is the task
+            task = register_object(task)
     named, given = objects.gather(
         model=model,
         tokenizer=tokenizer,

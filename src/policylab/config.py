@@ -661,7 +661,17 @@ class ControlConfig(RunSchema):
         "ppo",
         description="named algorithm with a value loss and GAE (ppo; fpo; pg_rainbow)",
     )
-    task: str = Field("CartPole-v1", description="gymnasium environment id")
+    task: str = Field(
+        "CartPole-v1",
+        description="gymnasium environment id, module:EnvId (imported, registers EnvId) or "
+        "module:EnvClass (a gymnasium.Env subclass or a function returning one)",
+    )
+    max_episode_steps: int | None = Field(
+        None,
+        ge=1,
+        description="truncate episodes at this many steps, in training and evaluation "
+        "(gymnasium's TimeLimit; None = the environment's own limit, if any)",
+    )
     selection: str | None = Field(
         None,
         description="an advantage-time selection over the iteration's transitions (d3s); "
@@ -872,14 +882,16 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def is_gym_task(task: str) -> bool:
-    """True for a registered gymnasium environment id (e.g. CartPole-v1)."""
+    """True for a registered gymnasium environment id (e.g. CartPole-v1), a custom
+    environment's module:EnvId / module:EnvClass, or one given in Python (envs/user.py)."""
     try:
         import gymnasium
 
         import policylab.envs  # noqa: F401  (registers the policylab/... ids)
+        from policylab.envs.user import is_object_id, is_user_env
     except ImportError:
         return False
-    return task in gymnasium.registry
+    return task in gymnasium.registry or is_user_env(task) or is_object_id(task)
 
 
 def load_control(file: str | Path | None = None, overrides: dict[str, Any] | None = None):

@@ -22,6 +22,8 @@ import torch
 from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.config import ControlConfig, load
+from policylab.envs.space_data import space_from_data, space_to_data
+from policylab.envs.user import check_buildable, warn_without_time_limit
 from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
 from policylab.recipes.compose import components
@@ -82,7 +84,9 @@ class ControlProgress:
 def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iteration, batch_size):
     """Held-out episodes now (the policy's mode), logged; the first evaluation after
     training began that reaches `cfg.stop_return` marks the run solved."""
-    scores = evaluate_policy(policy, cfg.task, cfg.eval_episodes, cfg.eval_seed)
+    scores = evaluate_policy(
+        policy, cfg.task, cfg.eval_episodes, cfg.eval_seed, **episode_limit(cfg)
+    )
     scores["env_steps"] = iteration * batch_size
     scores["time/elapsed_s"] = done.elapsed
     run.log(iteration, scores, kind="eval")
@@ -107,6 +111,8 @@ def train(cfg: ControlConfig, *, resume: bool = False, callbacks=()) -> ControlR
 
 
 def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
+    check_buildable(cfg.task, cfg.vector)  # module:Env imported, objects in this session
+    warn_without_time_limit(cfg.task, cfg.max_episode_steps)
     parts = components(
         cfg.algo,
         advantage_overrides={"gamma": cfg.gamma, "lam": cfg.lam, "whiten": False},
@@ -136,6 +142,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     torch.manual_seed(cfg.seed)
     collector = make_collector(cfg, cfg.seed)
     policy, iqn = make_policy(cfg, collector.envs)
+    spaces = saved_spaces(collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
     optimiser = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, foreach=True)
@@ -172,6 +179,9 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
         evaluation(policy, cfg, run, done, 0, batch_size)
     evals = done.evals
     fields = {"ret": "return", "eval": "eval", "sps": "steps/s"}
+    # the bar's return is that of the last episodes to finish, carried over iterations in
+    # which none did (a Pendulum iteration of 64 steps ends none of its 200-step episodes)
+    shown_return = "-"
     with progress_bar(f"{cfg.algo} on {cfg.task}", cfg.iterations, fields, cfg.progress) as bar:
         job = bar.add_task(
             f"{cfg.algo} · {cfg.task}",
@@ -251,6 +261,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
                 metrics["rollout/episode_length"] = sum(batch.episode_lengths) / len(
                     batch.episode_lengths
                 )
+                shown_return = f"{metrics['rollout/episode_return']:.1f}"
             run.log(iteration, metrics)
             last = iteration == cfg.iterations or run.stopping
             if last or (cfg.eval_every and iteration % cfg.eval_every == 0):
@@ -273,12 +284,13 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
                         "iqn": None if iqn is None else iqn.state_dict(),
                         "stages": pipeline.state_dict(),
                         "config": cfg.model_dump(),
+                        "spaces": spaces,
                     },
                 )
             bar.update(
                 job,
                 completed=iteration,
-                ret=f"{metrics.get('rollout/episode_return', math.nan):.1f}",
+                ret=shown_return,
                 eval=f"{evals[-1]['eval/return_mean']:.1f}",
                 sps=f"{metrics['perf/steps_per_s']:.0f}",
             )
@@ -302,9 +314,17 @@ def load_policy(run_dir: str | Path) -> torch.nn.Module:
         raise FileNotFoundError(f"{run_dir}: no checkpoint to load a policy from")
     state = load_state(path / "state.pt")
     cfg = load(ControlConfig, None, state["config"])
-    envs = make_vector_env(cfg.task, 1)
-    policy, _ = make_policy(cfg, envs)
-    envs.close()
+    if state.get("spaces") is not None:  # no environment needed (one given in Python, too)
+        spaces = state["spaces"]
+        observation, action = (
+            space_from_data(spaces["observation"]),
+            space_from_data(spaces["action"]),
+        )
+        policy, _ = policy_for_spaces(cfg, observation, action)
+    else:
+        envs = make_vector_env(cfg.task, 1)
+        policy, _ = make_policy(cfg, envs)
+        envs.close()
     policy.load_state_dict(state["policy"])
     return policy
 
@@ -313,8 +333,18 @@ def make_collector(cfg: ControlConfig, seed: int) -> EpisodeCollector:
     """The run's environments, with reward scaling if `cfg.normalize_reward`."""
     reward_gamma = cfg.gamma if cfg.normalize_reward else None
     return EpisodeCollector(
-        cfg.task, cfg.num_envs, seed, vector=cfg.vector, reward_gamma=reward_gamma
+        cfg.task,
+        cfg.num_envs,
+        seed,
+        vector=cfg.vector,
+        reward_gamma=reward_gamma,
+        **episode_limit(cfg),
     )
+
+
+def episode_limit(cfg: ControlConfig) -> dict:
+    """gym.make's max_episode_steps when the config sets one (else nothing: the env's own)."""
+    return {} if cfg.max_episode_steps is None else {"max_episode_steps": cfg.max_episode_steps}
 
 
 def clip_range(options) -> float:
@@ -325,10 +355,30 @@ def clip_range(options) -> float:
 
 def make_policy(cfg: ControlConfig, envs) -> tuple[torch.nn.Module, IQNLearner | None]:
     """The recipe's control network (policies/kinds.py) and its helper learner, if any."""
+    return policy_for_spaces(cfg, envs.single_observation_space, envs.single_action_space)
+
+
+def policy_for_spaces(
+    cfg: ControlConfig, observation_space, action_space
+) -> tuple[torch.nn.Module, IQNLearner | None]:
+    """`make_policy` for one environment's spaces (a saved policy is rebuilt from them)."""
     recipe = recipes.get(cfg.algo)
     build = control_policies.get(recipe.policy)
     training = {key: setting.value for key, setting in recipe.training.items()}
-    return build(cfg, envs.single_observation_space, envs.single_action_space, training)
+    return build(cfg, observation_space, action_space, training)
+
+
+def saved_spaces(envs) -> dict | None:
+    """The spaces of one environment as plain data (envs/space_data.py), for checkpoints;
+    None for a space it cannot describe (a loader then builds the environment)."""
+    try:
+        return {
+            "observation": space_to_data(envs.single_observation_space),
+            "action": space_to_data(envs.single_action_space),
+        }
+    except ValueError as err:
+        log.info("the checkpoints will not hold the spaces: %s", err)
+        return None
 
 
 def _learn(

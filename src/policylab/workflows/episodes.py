@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from policylab import envs as _registered_envs  # noqa: F401  (policylab/... gymnasium ids)
+from policylab.envs.user import make_env
 from policylab.policies.mlp import RunningMeanStd
 from policylab.rollouts import Rollouts
 
@@ -51,14 +52,15 @@ _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 def make_vector_env(
     env_id: str, num_envs: int, vector: str = "sync", **kwargs
 ) -> gym.vector.VectorEnv:
-    """N copies of `env_id` stepping in lock-step; a finished episode resets in the same step
+    """N copies of `env_id` (a gymnasium id, module:EnvId or module:EnvClass: envs/user.py)
+    stepping in lock-step; a finished episode resets in the same step
     and its last observation is in info["final_obs"]. vector: "sync" (one process) or
     "async" (one subprocess per environment; pays only for slow environments)."""
     if vector not in VECTOR:
         raise ValueError(f"vector={vector!r}; choices: {', '.join(VECTOR)}")
     cls = gym.vector.SyncVectorEnv if vector == "sync" else gym.vector.AsyncVectorEnv
     return cls(
-        [lambda: gym.make(env_id, **kwargs) for _ in range(num_envs)],
+        [lambda: make_env(env_id, **kwargs) for _ in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
 
@@ -360,12 +362,19 @@ def _decode(value) -> Any:
 
 
 def evaluate_policy(
-    policy, env_id: str, episodes: int = 10, seed: int = 0, *, deterministic: bool = True
+    policy,
+    env_id: str,
+    episodes: int = 10,
+    seed: int = 0,
+    *,
+    deterministic: bool = True,
+    **env_kwargs,
 ) -> dict[str, float]:
     """Mean and std of the return of `episodes` episodes, one per environment, env i reset
     with seed + i (the same episodes at every evaluation); the policy's mode by default
-    (`policy.mode(x)` when it has one, else `policy.sample(x, deterministic=True)`)."""
-    envs = make_vector_env(env_id, episodes)
+    (`policy.mode(x)` when it has one, else `policy.sample(x, deterministic=True)`).
+    `env_kwargs` go to gym.make (e.g. max_episode_steps)."""
+    envs = make_vector_env(env_id, episodes, **env_kwargs)
     obs, _ = envs.reset(seed=[seed + i for i in range(episodes)])
     returns = np.zeros(episodes)
     lengths = np.zeros(episodes, dtype=np.int64)
