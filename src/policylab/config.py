@@ -747,6 +747,11 @@ class ControlConfig(RunSchema):
     )
     eval_episodes: int = Field(10, ge=1, description="episodes per evaluation (policy's mode)")
     eval_seed: int = Field(10_000, description="seed of the evaluation episodes")
+    eval_env_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword arguments of the evaluation environments only (gym.make), e.g. "
+        "a held-out split: {split: test}",
+    )
     stop_return: float | None = Field(
         None, description="stop once the evaluation return reaches this (None = never)"
     )
@@ -850,6 +855,7 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
         "total_steps": 4_800,  # CPU scale; the spec's 3·10⁵ is out of reach for the LM
         "eval_episodes": 20,
         "eval_every": 5,
+        "eval_env_kwargs": {"split": "test"},  # held-out series, disjoint from training's
     },
     "CartPole-v1": {
         "num_envs": 8,  # [zoo]

@@ -33,6 +33,26 @@ def test_trade_sim_routes_to_the_control_trainer_with_its_tuned_defaults():
     cfg = run_config(None, {"algo": "flag_trader", "task": "policylab/TradeSim-v0"})
     assert type(cfg).__name__ == "ControlConfig"
     assert (cfg.num_steps, cfg.value_clip, cfg.total_steps) == (60, 0.2, 4_800)
+    assert cfg.eval_env_kwargs == {"split": "test"}  # held-out series, not training's
+
+
+def test_the_trainers_evaluation_plays_the_held_out_split(monkeypatch):
+    from types import SimpleNamespace
+
+    from policylab.trainers import control
+
+    seen = {}
+
+    def fake_evaluate(policy, task, episodes, seed, **kwargs):
+        seen.update(kwargs, task=task)
+        return {"eval/return_mean": 0.0}
+
+    monkeypatch.setattr(control, "evaluate_policy", fake_evaluate)
+    cfg = run_config(None, {"algo": "flag_trader", "task": "policylab/TradeSim-v0"})
+    run = SimpleNamespace(log=lambda *a, **k: None, save_best=lambda *a, **k: None)
+    done = SimpleNamespace(evals=[], elapsed=0.0, solved_at=None)
+    control.evaluation(SimpleNamespace(state_dict=dict), cfg, run, done, 0, 480)
+    assert seen == {"task": "policylab/TradeSim-v0", "split": "test"}
 
 
 @pytest.mark.slow

@@ -85,7 +85,12 @@ def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iter
     """Held-out episodes now (the policy's mode), logged; the first evaluation after
     training began that reaches `cfg.stop_return` marks the run solved."""
     scores = evaluate_policy(
-        policy, cfg.task, cfg.eval_episodes, cfg.eval_seed, **episode_limit(cfg)
+        policy,
+        cfg.task,
+        cfg.eval_episodes,
+        cfg.eval_seed,
+        **episode_limit(cfg),
+        **cfg.eval_env_kwargs,  # e.g. TradeSim's held-out split
     )
     scores["env_steps"] = iteration * batch_size
     scores["time/elapsed_s"] = done.elapsed
