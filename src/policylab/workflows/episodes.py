@@ -37,6 +37,7 @@ import torch
 
 from policylab import envs as _registered_envs  # noqa: F401  (policylab/... gymnasium ids)
 from policylab.policies.mlp import RunningMeanStd
+from policylab.policies.spaces import encode, encode_one
 from policylab.rollouts import Rollouts
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,9 @@ class EpisodeCollector:
         self.scaler = None if reward_gamma is None else RewardScaler(num_envs, reward_gamma)
         obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self.envs.action_space.seed(seed)
-        self.obs = torch.as_tensor(obs, dtype=torch.float32)
+        # every observation space as one flat float vector per env (policies/spaces.py)
+        self.space = self.envs.single_observation_space
+        self.obs = encode(self.space, obs)
         self._warned = False  # that the environments' state cannot be saved
         self.episode_return = np.zeros(num_envs)
         self.episode_length = np.zeros(num_envs, dtype=np.int64)
@@ -157,13 +160,13 @@ class EpisodeCollector:
             rewards[t] = torch.as_tensor(learn_reward, dtype=torch.float32)
             terminated[t] = torch.as_tensor(term, dtype=torch.float32)
             truncated[t] = torch.as_tensor(trunc & ~term, dtype=torch.float32)
-            next_obs = torch.as_tensor(obs, dtype=torch.float32)
+            next_obs = encode(self.space, obs)
             # V of the observation after step t is the next step's V (filled in below),
             # except after a time limit: there it is V of the final observation
             for i in np.nonzero(trunc & ~term)[0]:
-                final = torch.as_tensor(info["final_obs"][i], dtype=torch.float32)
+                final = encode_one(self.space, info["final_obs"][i])
                 with torch.no_grad():
-                    next_values[t, i] = policy.value(policy.normalize(final.unsqueeze(0)))[0]
+                    next_values[t, i] = policy.value(policy.normalize(final))[0]
             self.episode_return += reward
             self.episode_length += 1
             for i in np.nonzero(term | trunc)[0]:
@@ -372,7 +375,7 @@ def evaluate_policy(
     running = np.ones(episodes, dtype=bool)
     space = envs.single_action_space
     while running.any():
-        x = policy.normalize(torch.as_tensor(obs, dtype=torch.float32))
+        x = policy.normalize(encode(envs.single_observation_space, obs))
         if deterministic and hasattr(policy, "mode"):  # the actions alone: one actor pass
             action = policy.mode(x)
         else:
