@@ -30,8 +30,9 @@ IMAGE_CHW = spaces.Box(0, 255, (1, SIDE, SIDE), dtype=np.uint8)
 IMAGE_HWC = spaces.Box(0, 255, (SIDE, SIDE, 3), dtype=np.uint8)
 OBSERVATIONS = {
     "discrete": spaces.Discrete(2),
-    "dict": spaces.Dict({"noise": spaces.Box(-1, 1, (2,), np.float32),
-                         "target": spaces.Discrete(2)}),  # fmt: skip
+    "dict": spaces.Dict(
+        {"noise": spaces.Box(-1, 1, (2,), np.float32), "target": spaces.Discrete(2)}
+    ),  # fmt: skip
     "image_chw": IMAGE_CHW,
     "image_hwc": IMAGE_HWC,
     "dict_image": spaces.Dict({"image": IMAGE_HWC, "vec": spaces.Box(-1, 1, (2,), np.float32)}),

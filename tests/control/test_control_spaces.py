@@ -86,3 +86,17 @@ def test_language_model_tasks_and_data_files_are_not_taken_for_gymnasium_ids(tmp
     data.mkdir()
     (data / "train.jsonl").write_text('{"prompt": "1+1", "answer": "2"}\n')
     assert isinstance(run_config(None, {"task": str(data)}), TrainConfig)
+
+
+def test_frozenlake_resumes_step_for_step(tmp_path):
+    # FrozenLake's map is a numpy bytes array: saved as text, so a resumed run continues
+    # its episodes instead of restarting them
+    fields = dict(FAST, task="FrozenLake-v1", schedule="constant", seed=1, eval_every=2)
+    straight = load(ControlConfig, None, dict(fields, total_steps=4 * 128))
+    straight.run_dir = str(tmp_path / "a")
+    train(straight)
+    first = load(ControlConfig, None, dict(fields, total_steps=2 * 128))
+    first.run_dir = str(tmp_path / "b")
+    train(first)
+    train(first.model_copy(update={"total_steps": 4 * 128}), resume=True)
+    assert_same_metrics(straight.run_dir, first.run_dir)

@@ -144,3 +144,13 @@ def test_normalize_obs_with_images_is_refused():
         make_actor_critic(
             spaces.Box(0, 255, (3, 6, 6), np.uint8), spaces.Discrete(2), normalize_obs=True
         )
+
+
+def test_the_mlp_only_kinds_take_one_hot_observations_and_refuse_images():
+    from policylab.policies import make_flow_policy, make_pg_rainbow_policy
+
+    policy = make_pg_rainbow_policy(spaces.Discrete(16), spaces.Discrete(4))
+    assert policy.actor[0].in_features == 16
+    image = spaces.Box(0, 255, (3, 6, 6), np.uint8)
+    with pytest.raises(ValueError, match="no image encoder"):
+        make_flow_policy(image, spaces.Box(-1, 1, (2,)))

@@ -147,3 +147,15 @@ def action_nvec(space: spaces.Space) -> tuple[int, ...] | None:
         f"action space {space} ({type(space).__name__}) is not supported; accepted: "
         f"{SUPPORTED_ACTIONS}"
     )
+
+
+def mlp_input_dim(space: spaces.Space, kind: str) -> int:
+    """D for a policy kind that reads the flat vector with MLPs alone (no image encoder):
+    every supported space but images, which are a ValueError naming the space."""
+    check_observation_space(space)
+    if has_image(space):
+        raise ValueError(
+            f"observation space {space} holds images; the {kind} policy has no image "
+            "encoder; accepted: algo=ppo (a CNN encoder), or observations without images"
+        )
+    return flat_dim(space)

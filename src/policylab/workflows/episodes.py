@@ -322,6 +322,9 @@ def _encode(value) -> Any:
         return value
     if isinstance(value, np.random.Generator):
         return {"kind": "rng", "state": value.bit_generator.state}
+    if isinstance(value, np.ndarray) and value.dtype.kind in "SU":  # FrozenLake's map
+        text = [v.decode("latin-1") if isinstance(v, bytes) else v for v in value.ravel().tolist()]
+        return {"kind": "text", "dtype": value.dtype.str, "shape": list(value.shape), "items": text}
     if isinstance(value, np.ndarray | np.generic) and value.dtype != object:
         try:
             array = torch.from_numpy(np.array(value))
@@ -354,6 +357,12 @@ def _decode(value) -> Any:
         return array[()] if value["scalar"] else array
     if kind == "tensor":
         return value["value"].clone()
+    if kind == "text":
+        dtype = np.dtype(value["dtype"])
+        items = value["items"]
+        if dtype.kind == "S":
+            items = [item.encode("latin-1") for item in items]
+        return np.array(items, dtype=dtype).reshape(value["shape"])
     if kind in ("list", "tuple"):
         items = [_decode(v) for v in value["items"]]
         return items if kind == "list" else tuple(items)
