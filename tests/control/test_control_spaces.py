@@ -69,7 +69,7 @@ def test_frozenlake_trains(tmp_path):
     [
         ("Foo-v3", "Environment `Foo` doesn't exist"),
         ("CartPole-v9", "provides versioned environments"),
-        ("ALE/Pong-v5", "Namespace ALE not found"),
+        ("NoSuchPkg/Pong-v5", "Namespace NoSuchPkg not found"),
         ("mymodule:MyEnv-v0", "module:Name-vN"),
     ],
 )
