@@ -34,6 +34,7 @@ def test_each_space_trains_to_the_best_return(tmp_path, obs, act):
     cfg.run_dir = str(tmp_path / "r")
     result = train(cfg)
     best = LENGTH * (2 if act == "multi" else 1)
+    assert result.evals[0]["eval/return_mean"] < 0.9 * best  # untrained: 0.0 to 12.7 of 16
     assert result.evals[-1]["eval/return_mean"] >= 0.9 * best
     policy = load_policy(result.run_dir)  # rebuilt from the spaces, same weights
     again = evaluate_policy(policy, cfg.task, cfg.eval_episodes, cfg.eval_seed)
