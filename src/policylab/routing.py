@@ -84,6 +84,11 @@ def _route(task, path: Path | None, given: dict, fields: dict, saved: dict) -> R
         if path is not None:
             return load_control(path, fields)
         return load_control(None, {**given, **fields})
+    from policylab.envs.ids import unknown_gym_id
+
+    message = unknown_gym_id(str(task))
+    if message is not None:  # not the language-model tasks' list: a gymnasium error
+        raise ValueError(message)
     return load(TrainConfig, None, {**saved, **_unset(TrainConfig, path, given), **fields})
 
 

@@ -30,6 +30,7 @@ from torch import nn
 
 from policylab.policies.base import Evaluation, Sample
 from policylab.policies.mlp import ActorCritic, RunningMeanStd, _layer, _mlp
+from policylab.policies.spaces import mlp_input_dim
 
 CFM_REDUCE = ("mean", "sum")
 CFM_WEIGHT = ("none", "tau_sq")
@@ -214,17 +215,14 @@ class FlowPolicy(nn.Module):
 
 
 def make_flow_policy(observation_space, action_space, **kwargs) -> FlowPolicy:
-    """A FlowPolicy sized for gymnasium spaces: Box observations and Box actions."""
+    """A FlowPolicy sized for gymnasium spaces: observations of policies/spaces.py
+    without images, and Box actions."""
     from gymnasium import spaces
 
-    if not isinstance(observation_space, spaces.Box):
-        raise ValueError(
-            f"observation space {observation_space} is not supported; expected a flat Box"
-        )
     if not isinstance(action_space, spaces.Box):
         raise ValueError(
             f"action space {action_space} is not supported by the flow policy (fpo); "
             "expected a Box (continuous actions)"
         )
-    obs_dim = int(math.prod(observation_space.shape))
+    obs_dim = mlp_input_dim(observation_space, "flow (fpo)")  # flat, one-hot (policies/spaces.py)
     return FlowPolicy(obs_dim, int(math.prod(action_space.shape)), **kwargs)

@@ -25,6 +25,7 @@ from torch import nn
 from policylab.algebra.value import quantile_huber, quantile_targets
 from policylab.policies.base import Evaluation
 from policylab.policies.mlp import ActorCritic, _layer
+from policylab.policies.spaces import mlp_input_dim
 
 PGR_INPUTS = ("concat", "scaled", "quantiles_only")
 
@@ -138,19 +139,16 @@ class PGRainbowPolicy(ActorCritic):
 
 
 def make_pg_rainbow_policy(observation_space, action_space, **kwargs) -> PGRainbowPolicy:
-    """A PGRainbowPolicy for a flat Box observation and Discrete actions."""
+    """A PGRainbowPolicy for observations of policies/spaces.py without images
+    and Discrete actions."""
     from gymnasium import spaces
 
-    if not isinstance(observation_space, spaces.Box):
-        raise ValueError(
-            f"observation space {observation_space} is not supported; expected a flat Box"
-        )
     if not isinstance(action_space, spaces.Discrete):
         raise ValueError(
             f"action space {action_space} is not supported by pg_rainbow (IQN over discrete "
             "actions, papers §17.1); expected Discrete"
         )
-    obs_dim = int(math.prod(observation_space.shape))
+    obs_dim = mlp_input_dim(observation_space, "pg_rainbow")  # flat, one-hot (policies/spaces.py)
     return PGRainbowPolicy(obs_dim, int(action_space.n), **kwargs)
 
 

@@ -22,7 +22,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from policylab.policies import categorical
 from policylab.policies.base import Evaluation, Sample
+from policylab.policies.encoders import make_encoder
+from policylab.policies.spaces import action_nvec, check_observation_space, flat_dim, has_image
 
 
 class RunningMeanStd(nn.Module):
@@ -73,8 +76,13 @@ class ActorCritic(nn.Module):
 
     discrete: logits = actor(s), π = softmax(logits).
     continuous: a ~ N(actor(s), diag(exp(2·log_std))), log_std a free parameter (init 0).
+    multi-discrete (`nvec` given): a product of categoricals over the logits' blocks
+    (policies/categorical.py); actions [B, K].
     Actions are sampled from the unbounded distribution; the workflow clips them to the
-    action space before stepping (CleanRL, SB3), so the stored log-prob is exact."""
+    action space before stepping (CleanRL, SB3), so the stored log-prob is exact.
+
+    `encoder` (policies/encoders.py; None = the identity) turns the input x [B, obs_dim]
+    into `features` [B, features] for both MLPs: a CNN for image observations."""
 
     def __init__(
         self,
@@ -85,12 +93,18 @@ class ActorCritic(nn.Module):
         hidden: tuple[int, ...] = (64, 64),
         normalize_obs: bool = False,
         log_std_init: float = 0.0,
+        nvec: tuple[int, ...] | None = None,
+        encoder: nn.Module | None = None,
+        features: int | None = None,
     ) -> None:
         super().__init__()
         self.discrete, self.action_dim = discrete, action_dim
+        self.nvec = None if nvec is None else tuple(nvec)
         self.obs_norm = RunningMeanStd((obs_dim,)) if normalize_obs else None
-        self.actor = _mlp(obs_dim, hidden, action_dim, head_gain=0.01)
-        self.critic = _mlp(obs_dim, hidden, 1, head_gain=1.0)
+        self.encoder = encoder
+        n_in = obs_dim if features is None else features
+        self.actor = _mlp(n_in, hidden, action_dim, head_gain=0.01)
+        self.critic = _mlp(n_in, hidden, 1, head_gain=1.0)
         self.log_std = None if discrete else nn.Parameter(torch.full((action_dim,), log_std_init))
 
     def normalize(self, obs: torch.Tensor, *, update: bool = False) -> torch.Tensor:
@@ -103,9 +117,13 @@ class ActorCritic(nn.Module):
             self.obs_norm.update(obs)
         return self.obs_norm(obs)
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """What actor and critic read: encoder(x), or x itself without an encoder."""
+        return x if self.encoder is None else self.encoder(x)
+
     def value(self, x: torch.Tensor) -> torch.Tensor:
         """V(s): input x = normalize(obs) [B, obs_dim] → [B]."""
-        return self.critic(x).squeeze(-1)
+        return self.critic(self.features(x)).squeeze(-1)
 
     def evaluate(
         self,
@@ -117,13 +135,16 @@ class ActorCritic(nn.Module):
     ) -> Evaluation:
         """(log π(a|s) [B], entropy [B], V(s) [B]) for given actions at inputs x, with grad.
         mask and extras are unused: one action per row, exact log-probs."""
-        logp, entropy = self._log_prob(self.actor(x), actions)
-        return Evaluation(logp, entropy, self.critic(x).squeeze(-1))
+        h = self.features(x)
+        logp, entropy = self._log_prob(self.actor(h), actions)
+        return Evaluation(logp, entropy, self.critic(h).squeeze(-1))
 
     def _log_prob(
         self, out: torch.Tensor, actions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(log π(a|s), entropy) from the actor's output (logits, or the Gaussian mean)."""
+        if self.nvec is not None:
+            return categorical.log_prob_entropy(out, actions, self.nvec)
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
@@ -145,8 +166,13 @@ class ActorCritic(nn.Module):
     ) -> Sample:
         """Sample (or, deterministic, take the mode of) π(·|s) at inputs x = normalize(obs):
         actions, log π(a|s) [B], entropy [B], V(s) [B]."""
-        out = self.actor(x)
-        if self.discrete:
+        out = self.actor(self.features(x))
+        if self.nvec is not None:
+            if deterministic:
+                actions = categorical.mode(out, self.nvec)
+            else:
+                actions = categorical.sample(out, self.nvec, generator)
+        elif self.discrete:
             if deterministic:
                 actions = out.argmax(-1)
             else:
@@ -165,7 +191,9 @@ class ActorCritic(nn.Module):
         """The most likely action at inputs x = normalize(obs): `sample(x,
         deterministic=True).actions` from one actor pass, without the log-prob, entropy and
         critic that evaluation does not read."""
-        out = self.actor(x)
+        out = self.actor(self.features(x))
+        if self.nvec is not None:
+            return categorical.mode(out, self.nvec)
         return out.argmax(-1) if self.discrete else out
 
     def act(
@@ -180,16 +208,25 @@ class ActorCritic(nn.Module):
 
 
 def make_actor_critic(observation_space, action_space, **kwargs) -> ActorCritic:
-    """An ActorCritic sized for gymnasium spaces: Box observations; Discrete or Box actions."""
+    """An ActorCritic sized for gymnasium spaces (policies/spaces.py): observations Box,
+    Discrete (one-hot), MultiDiscrete, MultiBinary, images (a CNN encoder) or Dict/Tuple
+    of these; actions Discrete, MultiDiscrete (a product of categoricals) or Box. Any
+    other space is a ValueError naming it."""
     from gymnasium import spaces
 
-    if not isinstance(observation_space, spaces.Box):
+    check_observation_space(observation_space)
+    nvec = action_nvec(action_space)
+    if kwargs.get("normalize_obs") and has_image(observation_space):
         raise ValueError(
-            f"observation space {observation_space} is not supported; expected a flat Box"
+            f"normalize_obs=true with image observations ({observation_space}): images are "
+            "scaled by 1/255 instead (SB3's is_image_space); accepted: normalize_obs=false"
         )
-    obs_dim = int(math.prod(observation_space.shape))
+    obs_dim = flat_dim(observation_space)
+    encoder, features = make_encoder(observation_space)
+    if encoder is not None:
+        kwargs = {**kwargs, "encoder": encoder, "features": features}
     if isinstance(action_space, spaces.Discrete):
         return ActorCritic(obs_dim, int(action_space.n), discrete=True, **kwargs)
-    if isinstance(action_space, spaces.Box):
-        return ActorCritic(obs_dim, int(math.prod(action_space.shape)), discrete=False, **kwargs)
-    raise ValueError(f"action space {action_space} is not supported; expected Discrete or Box")
+    if isinstance(action_space, spaces.MultiDiscrete):
+        return ActorCritic(obs_dim, sum(nvec), discrete=True, nvec=nvec, **kwargs)
+    return ActorCritic(obs_dim, int(math.prod(action_space.shape)), discrete=False, **kwargs)

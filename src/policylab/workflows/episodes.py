@@ -38,6 +38,7 @@ import torch
 from policylab import envs as _registered_envs  # noqa: F401  (policylab/... gymnasium ids)
 from policylab.envs.user import make_env
 from policylab.policies.mlp import RunningMeanStd
+from policylab.policies.spaces import encode, encode_one
 from policylab.rollouts import Rollouts
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,9 @@ class EpisodeCollector:
         self.scaler = None if reward_gamma is None else RewardScaler(num_envs, reward_gamma)
         obs, _ = self.envs.reset(seed=[seed + i for i in range(num_envs)])
         self.envs.action_space.seed(seed)
-        self.obs = torch.as_tensor(obs, dtype=torch.float32)
+        # every observation space as one flat float vector per env (policies/spaces.py)
+        self.space = self.envs.single_observation_space
+        self.obs = encode(self.space, obs)
         self._warned = False  # that the environments' state cannot be saved
         self.episode_return = np.zeros(num_envs)
         self.episode_length = np.zeros(num_envs, dtype=np.int64)
@@ -159,13 +162,13 @@ class EpisodeCollector:
             rewards[t] = torch.as_tensor(learn_reward, dtype=torch.float32)
             terminated[t] = torch.as_tensor(term, dtype=torch.float32)
             truncated[t] = torch.as_tensor(trunc & ~term, dtype=torch.float32)
-            next_obs = torch.as_tensor(obs, dtype=torch.float32)
+            next_obs = encode(self.space, obs)
             # V of the observation after step t is the next step's V (filled in below),
             # except after a time limit: there it is V of the final observation
             for i in np.nonzero(trunc & ~term)[0]:
-                final = torch.as_tensor(info["final_obs"][i], dtype=torch.float32)
+                final = encode_one(self.space, info["final_obs"][i])
                 with torch.no_grad():
-                    next_values[t, i] = policy.value(policy.normalize(final.unsqueeze(0)))[0]
+                    next_values[t, i] = policy.value(policy.normalize(final))[0]
             self.episode_return += reward
             self.episode_length += 1
             for i in np.nonzero(term | trunc)[0]:
@@ -321,6 +324,9 @@ def _encode(value) -> Any:
         return value
     if isinstance(value, np.random.Generator):
         return {"kind": "rng", "state": value.bit_generator.state}
+    if isinstance(value, np.ndarray) and value.dtype.kind in "SU":  # FrozenLake's map
+        text = [v.decode("latin-1") if isinstance(v, bytes) else v for v in value.ravel().tolist()]
+        return {"kind": "text", "dtype": value.dtype.str, "shape": list(value.shape), "items": text}
     if isinstance(value, np.ndarray | np.generic) and value.dtype != object:
         try:
             array = torch.from_numpy(np.array(value))
@@ -353,6 +359,12 @@ def _decode(value) -> Any:
         return array[()] if value["scalar"] else array
     if kind == "tensor":
         return value["value"].clone()
+    if kind == "text":
+        dtype = np.dtype(value["dtype"])
+        items = value["items"]
+        if dtype.kind == "S":
+            items = [item.encode("latin-1") for item in items]
+        return np.array(items, dtype=dtype).reshape(value["shape"])
     if kind in ("list", "tuple"):
         items = [_decode(v) for v in value["items"]]
         return items if kind == "list" else tuple(items)
@@ -381,7 +393,7 @@ def evaluate_policy(
     running = np.ones(episodes, dtype=bool)
     space = envs.single_action_space
     while running.any():
-        x = policy.normalize(torch.as_tensor(obs, dtype=torch.float32))
+        x = policy.normalize(encode(envs.single_observation_space, obs))
         if deterministic and hasattr(policy, "mode"):  # the actions alone: one actor pass
             action = policy.mode(x)
         else:
