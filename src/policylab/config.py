@@ -701,6 +701,23 @@ class ControlConfig(RunSchema):
     )
     vf_coef: float = Field(0.5, ge=0, description="weight of the value loss")
     ent_coef: float = Field(0.0, ge=0, description="weight of the entropy bonus")
+    use_sde: bool = Field(
+        False,
+        description="gSDE exploration (Raffin et al. 2021, SB3's use_sde): Gaussian noise "
+        "z(s)·θ_ε linear in the actor's last features, θ_ε held between draws (mlp policy, "
+        "Box actions)",
+    )
+    sde_sample_freq: int = Field(
+        -1,
+        ge=-1,
+        description="use_sde: draw new exploration matrices every N steps of a rollout "
+        "(-1 or 0 = once per rollout, SB3's default; the zoo's Pendulum: 4)",
+    )
+    log_std_init: float = Field(
+        0.0,
+        description="initial log σ of the Gaussian policy (per action; per feature × action "
+        "with use_sde) (SB3's log_std_init)",
+    )
     norm_adv: bool = Field(True, description="standardise advantages per minibatch")
     target_kl: float | None = Field(
         None, gt=0, description="stop the epochs once approx. KL exceeds this (None = off)"
@@ -820,6 +837,24 @@ class ControlConfig(RunSchema):
         return value
 
     @model_validator(mode="after")
+    def _sde(self) -> ControlConfig:
+        if self.sde_sample_freq not in (-1, 0) and not self.use_sde:
+            raise ValueError(
+                f"sde_sample_freq={self.sde_sample_freq} acts only with use_sde=true; set "
+                "use_sde=true or leave sde_sample_freq at -1"
+            )
+        if self.use_sde:
+            from policylab import recipes
+
+            policy = recipes.get(self.algo).policy
+            if policy != "mlp":
+                raise ValueError(
+                    f"use_sde=true needs the mlp policy; algo={self.algo!r} uses {policy!r}: "
+                    "choose an algorithm with the mlp policy (ppo) or use_sde=false"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _sizes(self) -> ControlConfig:
         batch = self.num_envs * self.num_steps
         if batch % self.minibatch_size:
@@ -893,6 +928,17 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# Settings that `use_sde=true` brings on a task, under the user's fields (over
+# CONTROL_DEFAULTS): rl-baselines3-zoo hyperparams/ppo.yml's gSDE entries [zoo].
+CONTROL_SDE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "Pendulum-v1": {
+        "sde_sample_freq": 4,  # [zoo]
+        "normalize_obs": False,  # [zoo] no `normalize` in its Pendulum-v1 entry
+        "log_std_init": 0.0,  # [zoo] SB3's ActorCriticPolicy default (no policy_kwargs)
+    },
+}
+
+
 def is_gym_task(task: str) -> bool:
     """True for a registered gymnasium environment id (e.g. CartPole-v1), a custom
     environment's module:EnvId / module:EnvClass, or one given in Python (envs/user.py)."""
@@ -913,7 +959,13 @@ def load_control(file: str | Path | None = None, overrides: dict[str, Any] | Non
         given.update(load(ControlConfig, file).model_dump(exclude_unset=True))
     given.update(overrides or {})
     task = given.get("task", ControlConfig.model_fields["task"].default)
-    return load(ControlConfig, None, {**CONTROL_DEFAULTS.get(task, {}), **given})
+    sde = CONTROL_SDE_DEFAULTS.get(task, {}) if _truthy(given.get("use_sde")) else {}
+    return load(ControlConfig, None, {**CONTROL_DEFAULTS.get(task, {}), **sde, **given})
+
+
+def _truthy(value: Any) -> bool:
+    """A bool field's value as pydantic reads it (True, "true", "yes", "1", 1, ...)."""
+    return str(value).strip().lower() in ("true", "yes", "on", "1", "y", "t")
 
 
 class TabularConfig(RunSchema):

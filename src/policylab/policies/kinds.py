@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from policylab.policies.flow import make_flow_policy
+from policylab.policies.gsde import make_gsde_actor_critic
 from policylab.policies.iqn import IQNLearner, make_pg_rainbow_policy
 from policylab.policies.lm_control import make_lm_control_policy
 from policylab.policies.mlp import make_actor_critic
@@ -25,8 +26,13 @@ def _common(cfg) -> dict[str, Any]:
 
 @control_policies.register("mlp")
 def mlp(cfg, observation_space, action_space, training):
-    """An MLP actor-critic (categorical or diagonal Gaussian actions)."""
-    return make_actor_critic(observation_space, action_space, **_common(cfg)), None
+    """An MLP actor-critic (categorical or diagonal Gaussian actions; gSDE exploration for
+    Gaussian ones with `use_sde`, policies/gsde.py)."""
+    if cfg.use_sde:
+        sde = {"log_std_init": cfg.log_std_init, "sde_sample_freq": cfg.sde_sample_freq}
+        return make_gsde_actor_critic(observation_space, action_space, **_common(cfg), **sde), None
+    kwargs = {"log_std_init": cfg.log_std_init}
+    return make_actor_critic(observation_space, action_space, **_common(cfg), **kwargs), None
 
 
 @control_policies.register("flow")

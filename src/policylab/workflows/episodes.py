@@ -145,8 +145,13 @@ class EpisodeCollector:
         rewards, values, next_values = torch.zeros(T, N), torch.zeros(T, N), torch.zeros(T, N)
         terminated, truncated = torch.zeros(T, N), torch.zeros(T, N)
         ep_returns, ep_lengths, ep_metrics = [], [], {}
+        # gSDE (policies/gsde.py): new exploration matrices at the rollout's start and
+        # every sde_sample_freq steps (SB3's collect_rollouts)
+        resample = getattr(policy, "reset_noise", None)
         for t in range(T):
             x = policy.normalize(self.obs, update=True)
+            if resample is not None and policy.noise_due(t):
+                resample(N, generator)
             step = policy.sample(x, generator=generator)
             action = step.actions
             if self.bounds is not None:  # the unclipped sample keeps its exact log-prob
