@@ -62,7 +62,7 @@ def test_log_prob_and_entropy_match_sb3_on_the_same_weights():
     # not learnt through the noise; latent_sde = the actor's last hidden layer
     theirs = sb3.StateDependentNoiseDistribution(2)
     theirs.latent_sde_dim = 4
-    z = policy.features(x)
+    z = policy.latent(x)
     theirs.proba_distribution(policy.actor[-1](z), policy.log_std, z)
     assert torch.allclose(ours.logprobs, theirs.log_prob(actions), atol=1e-5)
     assert torch.allclose(ours.entropy, theirs.entropy(), atol=1e-5)
@@ -84,7 +84,7 @@ def test_noise_is_features_times_the_held_matrix():
     x = torch.randn(3, 3)
     policy.reset_noise(3, torch.Generator().manual_seed(1))
     first = policy.sample(x).actions
-    z, mean = policy.features(x), policy.actor(x)
+    z, mean = policy.latent(x), policy.actor(x)
     for i in range(3):  # row i uses environment i's matrix
         assert torch.allclose(first[i], mean[i] + z[i] @ policy.exploration[i], atol=1e-6)
     assert torch.equal(policy.sample(x).actions, first)  # held until the next draw
@@ -99,7 +99,7 @@ def test_the_noise_has_the_variance_the_log_prob_assumes():
     x = torch.randn(1, 3)
     n = 20_000
     policy.reset_noise(n, torch.Generator().manual_seed(0))
-    z = policy.features(x).detach()
+    z = policy.latent(x).detach()
     noise = torch.einsum("f,nfa->na", z[0], policy.exploration)
     v = gsde_variance(z, policy.log_std.detach())[0] - SDE_EPS
     assert torch.allclose(noise.var(0), v, rtol=0.05)

@@ -72,9 +72,10 @@ class GSDEActorCritic(ActorCritic):
         self.sde_sample_freq = sde_sample_freq
         self.exploration: torch.Tensor | None = None  # θ_ε per environment [N, F, A]
 
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """z(s) [B, F]: the actor's last hidden layer (before the mean head)."""
-        return self.actor[:-1](x)
+    def latent(self, x: torch.Tensor) -> torch.Tensor:
+        """z(s) [B, F]: the actor's last hidden layer (before the mean head), SB3's
+        latent_pi (`features` is what actor and critic read, ActorCritic's)."""
+        return self.actor[:-1](self.features(x))
 
     def reset_noise(self, n: int, generator: torch.Generator | None = None) -> None:
         """Draw n exploration matrices θ_ε [n, F, A] ~ N(0, exp(log_std)²) (SB3's
@@ -88,7 +89,7 @@ class GSDEActorCritic(ActorCritic):
         return t == 0 or (self.sde_sample_freq > 0 and t % self.sde_sample_freq == 0)
 
     def _distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        z = self.features(x)
+        z = self.latent(x)
         return z, self.actor[-1](z), gsde_variance(z.detach(), self.log_std)
 
     def evaluate(
@@ -101,7 +102,7 @@ class GSDEActorCritic(ActorCritic):
     ) -> Evaluation:
         _, mean, variance = self._distribution(x)
         logp, entropy = gsde_log_prob(mean, variance, actions)
-        return Evaluation(logp, entropy, self.critic(x).squeeze(-1))
+        return Evaluation(logp, entropy, self.value(x))
 
     @torch.no_grad()
     def sample(
