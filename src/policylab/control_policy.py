@@ -25,6 +25,7 @@ import torch
 from policylab.config import ConfigError, ControlConfig, load
 from policylab.envs.space_data import space_from_data, space_to_data
 from policylab.envs.user import make_env
+from policylab.policies.spaces import encode, encode_one
 
 FORMAT = "policylab.ControlPolicy"
 VERSION = 1
@@ -59,11 +60,9 @@ class ControlPolicy:
         are for recurrent policies, which policylab's are not; deterministic=False samples,
         as SB3's default). One observation of the space's shape gives one action; a batch
         [n, *shape] gives n."""
-        obs = np.asarray(observation)
-        single = obs.shape == self._obs_shape()
-        x = torch.as_tensor(obs, dtype=torch.float32)
-        if single:
-            x = x.unsqueeze(0)
+        single = _is_single(self.observation_space, observation)
+        # the encoding the trainer's collector used (one-hot, per key, flattened, images)
+        x = (encode_one if single else encode)(self.observation_space, observation)
         x = self.network.normalize(x)
         if deterministic and hasattr(self.network, "mode"):
             action = self.network.mode(x)
@@ -73,19 +72,9 @@ class ControlPolicy:
         if isinstance(self.action_space, gym.spaces.Box):
             action = np.clip(action, self.action_space.low, self.action_space.high)
             action = action.reshape(-1, *self.action_space.shape)
-        elif isinstance(self.action_space, gym.spaces.Discrete):
+        elif isinstance(self.action_space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
             action = action.astype(np.int64)
         return (action[0] if single else action), None
-
-    def _obs_shape(self) -> tuple[int, ...]:
-        if isinstance(self.observation_space, gym.spaces.Box):
-            return tuple(self.observation_space.shape)
-        if isinstance(self.observation_space, gym.spaces.Discrete):
-            return ()
-        raise ValueError(
-            f"predict takes Box or Discrete observations; this policy's space is "
-            f"{self.observation_space}"
-        )
 
     def save(self, path: str | os.PathLike) -> Path:
         """One file (torch.save; .pt by convention) holding the weights with the observation
@@ -167,11 +156,12 @@ def evaluate_policy(
 ) -> tuple[float, float] | tuple[list[float], list[int]]:
     """Mean and std of the return of `n_eval_episodes` episodes, played one after another
     in `env` with `policy.predict(obs, deterministic=...)` (SB3's `evaluate_policy`; any
-    object with that method, an SB3 model too). `env`: a gymnasium.Env, a function that
-    returns one, or a task string (`CartPole-v1`, module:EnvId, module:EnvClass); one
-    made here is closed here. `seed`: episode i resets with seed + i (None: the
-    environment's own sequence). `return_episode_rewards`: the lists of returns and
-    lengths instead."""
+    object with that method, an SB3 model too). `env`: a gymnasium.Env (used as is), a
+    function that returns one, or a task string (`CartPole-v1`, module:EnvId,
+    module:EnvClass), made as the trainer's evaluation makes it for a ControlPolicy (its
+    `max_episode_steps` and `eval_env_kwargs`); one made here is closed here. `seed`:
+    episode i resets with seed + i (None: the environment's own sequence).
+    `return_episode_rewards`: the lists of returns and lengths instead."""
     if n_eval_episodes < 1:
         raise ValueError(f"n_eval_episodes={n_eval_episodes}; accepted: 1 or more")
     if isinstance(env, gym.vector.VectorEnv):
@@ -181,7 +171,15 @@ def evaluate_policy(
         )
     own = not isinstance(env, gym.Env)
     if isinstance(env, str | os.PathLike):
-        env = make_env(str(env))
+        # a ControlPolicy's own evaluation environment: its time limit and evaluation-only
+        # arguments (e.g. TradeSim's held-out split), as the trainer's evaluation makes it
+        config = getattr(policy, "config", None)
+        made = {}
+        if isinstance(config, ControlConfig):
+            if config.max_episode_steps is not None:
+                made["max_episode_steps"] = config.max_episode_steps
+            made.update(config.eval_env_kwargs)
+        env = make_env(str(env), **made)
     elif own and callable(env):
         env = env()
     if not isinstance(env, gym.Env):
@@ -226,3 +224,14 @@ def _build(fields, observation_space, action_space, weights, where: str) -> Cont
     network, _ = policy_for_spaces(cfg, observation_space, action_space)
     network.load_state_dict(weights)
     return ControlPolicy(network, cfg, observation_space, action_space)
+
+
+def _is_single(space: gym.Space, obs: Any) -> bool:
+    """Whether `obs` is one observation of `space` (else a batch [n, ...] of them): its
+    shape is the space's (a Dict or Tuple judged by its first part)."""
+    if isinstance(space, gym.spaces.Dict):
+        key = next(iter(space.spaces))
+        return _is_single(space.spaces[key], obs[key])
+    if isinstance(space, gym.spaces.Tuple):
+        return _is_single(space.spaces[0], obs[0])
+    return np.shape(obs) == tuple(space.shape or ())

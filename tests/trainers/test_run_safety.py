@@ -252,3 +252,16 @@ def test_a_resume_keeps_task_algo_seed_and_writes_its_config_once_it_runs(tmp_pa
     run.log(0, {"x": 1.0})
     assert yaml.safe_load((folder / "config.yaml").read_text())["total_steps"] == 128
     run.close()
+
+
+def test_a_control_resume_keeps_the_shape_of_its_networks():
+    from policylab.trainers.run_safety import check_keeps
+
+    saved = {"task": "Pendulum-v1", "algo": "ppo", "use_sde": False, "normalize_obs": True}
+    # a gSDE policy's log_std is [64, 1], a Gaussian's [1]: refused by name, before a
+    # load_state_dict size mismatch
+    with pytest.raises(ValueError, match="cannot resume .* with use_sde=True"):
+        check_keeps(saved, {**saved, "use_sde": True}, "runs/x")
+    with pytest.raises(ValueError, match="with normalize_obs=False"):
+        check_keeps(saved, {**saved, "normalize_obs": False}, "runs/x")
+    check_keeps(saved, {**saved, "total_steps": 200_000}, "runs/x")

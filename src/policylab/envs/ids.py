@@ -14,8 +14,10 @@ GYM_ID = re.compile(r"^(?:[\w:.-]+/)?[\w:.-]+-v\d+$")
 
 def unknown_gym_id(task: str) -> str | None:
     """The error message for `task` when it has the form of a gymnasium id (Name-vN,
-    namespace/Name-vN, module:Name-vN) and gymnasium has no environment under it; None
-    for a registered id or a task of another form (a language-model task, a data file)."""
+    namespace/Name-vN) and gymnasium has no environment under it; None for a registered id
+    or a task of another form (a language-model task, a data file). routing.py sends a
+    module:Name-vN task to envs/user.py first (its module registers the id), so this
+    message is for the other two forms."""
     if not GYM_ID.match(task) or Path(task).exists():
         return None
     try:

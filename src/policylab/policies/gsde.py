@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from policylab.policies.base import Evaluation, Sample
-from policylab.policies.mlp import ActorCritic
+from policylab.policies.mlp import ActorCritic, observation_inputs
 
 SDE_EPS = 1e-6  # SB3's StateDependentNoiseDistribution(epsilon=1e-6), added to v_j
 
@@ -62,11 +62,19 @@ class GSDEActorCritic(ActorCritic):
         normalize_obs: bool = False,
         log_std_init: float = 0.0,
         sde_sample_freq: int = -1,
+        encoder: torch.nn.Module | None = None,
+        features: int | None = None,
     ) -> None:
         if not hidden:
             raise ValueError("use_sde needs a hidden layer: its noise is a function of features")
         super().__init__(
-            obs_dim, action_dim, discrete=False, hidden=hidden, normalize_obs=normalize_obs
+            obs_dim,
+            action_dim,
+            discrete=False,
+            hidden=hidden,
+            normalize_obs=normalize_obs,
+            encoder=encoder,
+            features=features,
         )
         self.log_std = torch.nn.Parameter(torch.full((hidden[-1], action_dim), log_std_init))
         self.sde_sample_freq = sde_sample_freq
@@ -126,7 +134,9 @@ class GSDEActorCritic(ActorCritic):
 
 
 def make_gsde_actor_critic(observation_space, action_space, **kwargs) -> GSDEActorCritic:
-    """A GSDEActorCritic sized for gymnasium spaces: flat Box observations, Box actions."""
+    """A GSDEActorCritic sized for gymnasium spaces: any observation space the MLP
+    actor-critic reads (policies/spaces.py: one-hot, per key, images through the CNN),
+    Box actions."""
     from gymnasium import spaces
 
     if not isinstance(action_space, spaces.Box):
@@ -134,9 +144,5 @@ def make_gsde_actor_critic(observation_space, action_space, **kwargs) -> GSDEAct
             f"use_sde=true needs continuous (Box) actions; this environment's action space "
             f"is {action_space}: set use_sde=false"
         )
-    if not isinstance(observation_space, spaces.Box):
-        raise ValueError(
-            f"observation space {observation_space} is not supported; expected a flat Box"
-        )
-    obs_dim = int(math.prod(observation_space.shape))
+    obs_dim, kwargs = observation_inputs(observation_space, kwargs)
     return GSDEActorCritic(obs_dim, int(math.prod(action_space.shape)), **kwargs)

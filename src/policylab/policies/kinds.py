@@ -71,8 +71,11 @@ def lm_control(cfg, observation_space, action_space, training):
     an action-restricted head and a value head, top `trainable_layers` layers trained.
     It reads trade_sim's observation (daily moves, then the holding flag) as text and acts
     B/S/H: any other environment is refused before the model loads."""
+    from gymnasium import spaces
+
     moves = getattr(observation_space, "shape", None)
-    if getattr(action_space, "n", None) != 3 or moves is None or len(moves) != 1:
+    flat_box = isinstance(observation_space, spaces.Box) and moves is not None and len(moves) == 1
+    if getattr(action_space, "n", None) != 3 or not flat_box:
         raise ValueError(
             f"{cfg.algo} writes trade_sim's observation as text and acts B/S/H: it needs "
             "Discrete(3) actions and a flat vector of daily moves and the holding flag "

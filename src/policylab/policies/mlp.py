@@ -207,6 +207,22 @@ class ActorCritic(nn.Module):
         return self.sample(x, generator=generator, deterministic=deterministic)
 
 
+def observation_inputs(observation_space, kwargs: dict) -> tuple[int, dict]:
+    """The flat input width of an actor-critic for `observation_space` and its keyword
+    arguments with the space's encoder (a CNN for images) added; refuses a space it cannot
+    read and normalize_obs with images. One home for every actor-critic built from spaces."""
+    check_observation_space(observation_space)
+    if kwargs.get("normalize_obs") and has_image(observation_space):
+        raise ValueError(
+            f"normalize_obs=true with image observations ({observation_space}): images are "
+            "scaled by 1/255 instead (SB3's is_image_space); accepted: normalize_obs=false"
+        )
+    encoder, features = make_encoder(observation_space)
+    if encoder is not None:
+        kwargs = {**kwargs, "encoder": encoder, "features": features}
+    return flat_dim(observation_space), kwargs
+
+
 def make_actor_critic(observation_space, action_space, **kwargs) -> ActorCritic:
     """An ActorCritic sized for gymnasium spaces (policies/spaces.py): observations Box,
     Discrete (one-hot), MultiDiscrete, MultiBinary, images (a CNN encoder) or Dict/Tuple
@@ -214,17 +230,8 @@ def make_actor_critic(observation_space, action_space, **kwargs) -> ActorCritic:
     other space is a ValueError naming it."""
     from gymnasium import spaces
 
-    check_observation_space(observation_space)
     nvec = action_nvec(action_space)
-    if kwargs.get("normalize_obs") and has_image(observation_space):
-        raise ValueError(
-            f"normalize_obs=true with image observations ({observation_space}): images are "
-            "scaled by 1/255 instead (SB3's is_image_space); accepted: normalize_obs=false"
-        )
-    obs_dim = flat_dim(observation_space)
-    encoder, features = make_encoder(observation_space)
-    if encoder is not None:
-        kwargs = {**kwargs, "encoder": encoder, "features": features}
+    obs_dim, kwargs = observation_inputs(observation_space, kwargs)
     if isinstance(action_space, spaces.Discrete):
         return ActorCritic(obs_dim, int(action_space.n), discrete=True, **kwargs)
     if isinstance(action_space, spaces.MultiDiscrete):

@@ -22,8 +22,9 @@ import yaml
 log = logging.getLogger(__name__)
 
 LOCK = ".lock"
-# a resumed run keeps these: another value would mix two runs in one folder
-KEPT_ON_RESUME = ("task", "algo", "seed", "model", "lora")
+# fields a resumed run keeps: which run it is, and the shape of its networks (a checkpoint
+# of one shape does not load into another)
+KEPT_ON_RESUME = ("task", "algo", "seed", "model", "lora", "use_sde", "hidden", "normalize_obs")
 
 
 class RunFolderInUse(FileExistsError):
