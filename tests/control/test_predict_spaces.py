@@ -8,13 +8,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from spaces_envs import TargetEnv, env_id
 
 import policylab
 from policylab.control_policy import ControlPolicy
 from policylab.policies.gsde import GSDEActorCritic
 from policylab.routing import run_config
 from policylab.trainers.control import policy_for_spaces
+from spaces_envs import TargetEnv, env_id
 
 
 def built(obs: str, **fields) -> tuple[ControlPolicy, str]:
