@@ -140,7 +140,8 @@ def test_maddpg_two_agents_learn_a_cooperative_one_step_task():
         not torch.equal(p, q)
         for p, q in zip(before_actor, agents[1].actor.parameters(), strict=True)
     )
-    assert error() < 0.25 * start, (start, error())
+    final = error()  # measured (seed 0): 1.266 → 0.060
+    assert final < 0.25 * start, (start, final)
 
 
 # ---- config and routing -----------------------------------------------------------------
