@@ -64,10 +64,10 @@ def run_config(
         _keeps(saved, {**given, **fields, "task": task})
     algo = fields.get("algo") or given.get("algo") or saved.get("algo")
     if is_gym_task(str(task)) and is_off_policy(algo):  # DDPG: trainers/offpolicy.py
-        return load(
-            OffPolicyConfig, None, {**saved, **_unset(OffPolicyConfig, path, given), **fields}
-        )
-    cfg = _route(task, path, given, fields, saved)
+        layers = {**saved, **_unset(OffPolicyConfig, path, given), **fields}
+        cfg = load(OffPolicyConfig, None, layers)
+    else:
+        cfg = _route(task, path, given, fields, saved)
     if saved:
         _keeps(saved, cfg.model_dump())
     return cfg
