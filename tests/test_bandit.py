@@ -7,6 +7,7 @@ import pytest
 
 from policylab import list_algorithms, recipes
 from policylab.bandit import BanditConfig, run_bandit
+from policylab.config_offpolicy import is_off_policy
 
 # CAPO's thresholds (τ_F = 1e-4 on each token's predicted policy change) are set for a
 # language model's tiny steps: at the bandit's lr 0.05 its mask rejects nearly every token,
@@ -16,8 +17,11 @@ from policylab.bandit import BanditConfig, run_bandit
 # on the bandit's 0/1 rewards, once more than ε of a batch succeeds, R_ε = 1 and every
 # kept row has A = 0, so it cannot move (tested below)
 STALLS_HERE = {"capo", "risk_seeking_pg"}
+# off-policy recipes (ddpg) need continuous actions (refused, tested below)
 LEARNS_HERE = [
-    a for a in list_algorithms() if a not in STALLS_HERE and not recipes.get(a).workflow_options
+    a
+    for a in list_algorithms()
+    if a not in STALLS_HERE and not recipes.get(a).workflow_options and not is_off_policy(a)
 ]
 
 
@@ -98,3 +102,8 @@ def test_the_bandit_reproduces_its_recorded_histories(algorithm):
 def test_agent_recipes_are_refused_with_a_reason():
     with pytest.raises(ValueError, match="agent recipe"):
         run_bandit("lamer", steps=1)
+
+
+def test_off_policy_recipes_are_refused_with_a_reason():
+    with pytest.raises(ValueError, match="Box actions"):
+        run_bandit("ddpg")

@@ -82,6 +82,14 @@ def run_bandit(algorithm: str, config: BanditConfig | None = None, **changes) ->
             f"{algorithm} is an agent recipe: it plays multi-turn environments "
             "(docs/agents.md), and a bandit is one step"
         )
+    from policylab.config_offpolicy import is_off_policy
+
+    if is_off_policy(algorithm):
+        raise ValueError(
+            f"{algorithm} trains a deterministic actor and a Q critic from replay on a "
+            "gymnasium task with Box actions (docs/control.md); the bandit's softmax table "
+            "has no continuous action"
+        )
     parts = components(
         algorithm,
         max_new_tokens=1,

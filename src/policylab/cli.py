@@ -64,6 +64,7 @@ def _train(console: Console, args: argparse.Namespace) -> int:
 
     from policylab import routing
     from policylab.config import ControlConfig, TabularConfig, parse_overrides
+    from policylab.config_offpolicy import OffPolicyConfig
     from policylab.trainers.run_safety import RunFolderError
 
     overrides = parse_overrides(args.overrides)
@@ -86,7 +87,7 @@ def _train(console: Console, args: argparse.Namespace) -> int:
     except RunFolderError as err:
         console.print(f"[red]error:[/red] {escape(str(err))}")
         return 2
-    if isinstance(cfg, ControlConfig):
+    if isinstance(cfg, ControlConfig | OffPolicyConfig):
         return _report_control(console, cfg, result)
     if isinstance(cfg, TabularConfig):
         return _report_tabular(console, cfg, result)

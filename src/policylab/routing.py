@@ -25,9 +25,10 @@ from policylab.config import (
     load,
     load_control,
 )
+from policylab.config_offpolicy import OffPolicyConfig, is_off_policy
 from policylab.objects import RunObjects, check_given
 
-RunConfig = TrainConfig | ControlConfig | TabularConfig
+RunConfig = TrainConfig | ControlConfig | TabularConfig | OffPolicyConfig
 TABULAR_PREFIX = "tabular/"  # a tabular task: tabular/<name> (tabular/tasks.py)
 
 
@@ -61,7 +62,12 @@ def run_config(
     task = fields.get("task") or given.get("task") or saved.get("task") or ""
     if saved:  # before the task picks a trainer: a clear error, not another schema's
         _keeps(saved, {**given, **fields, "task": task})
-    cfg = _route(task, path, given, fields, saved)
+    algo = fields.get("algo") or given.get("algo") or saved.get("algo")
+    if is_gym_task(str(task)) and is_off_policy(algo):  # DDPG: trainers/offpolicy.py
+        layers = {**saved, **_unset(OffPolicyConfig, path, given), **fields}
+        cfg = load(OffPolicyConfig, None, layers)
+    else:
+        cfg = _route(task, path, given, fields, saved)
     if saved:
         _keeps(saved, cfg.model_dump())
     return cfg
@@ -128,6 +134,10 @@ def train(cfg: RunConfig, *, resume: bool = False, objects: RunObjects | None = 
         if callbacks:
             raise ValueError("callbacks are for language-model and control runs, not tabular")
         return train_tabular(cfg, resume=resume)
+    if isinstance(cfg, OffPolicyConfig):
+        from policylab.trainers.offpolicy import train as train_offpolicy
+
+        return train_offpolicy(cfg, resume=resume, callbacks=callbacks)
     if isinstance(cfg, ControlConfig):
         from policylab.trainers.control import train as train_control
 

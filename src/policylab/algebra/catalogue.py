@@ -13,6 +13,7 @@ from policylab.algebra import (  # noqa: F401  (imported to register their entri
     bcpg,
     capo,
     copo,
+    deterministic,
     empg,
     gigpo,
     group_filter,

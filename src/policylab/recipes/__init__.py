@@ -1,6 +1,6 @@
 """Named algorithms (recipes), grouped by family: agents.py (multi-turn and multi-agent),
 retroformer.py (Retroformer and its baselines), base.py (the `Recipe` type and the table),
-core.py (PPO, GRPO and its direct variants), control.py (FPO, PG-Rainbow), selection.py
+core.py (PPO, GRPO and its direct variants), control.py (FPO, PG-Rainbow), offpolicy.py (DDPG), selection.py
 (GRPO with a choice of what to train on), spark.py (SPARK's recycling), structured.py
 (RL-Struct's JSON reward), objectives.py (changed surrogates, regularisers and advantages),
 theory.py (risk-seeking PG for symbolic search), testtime.py (test-time latent policy
@@ -17,6 +17,7 @@ from policylab.recipes import (  # noqa: F401
     core,
     gui,
     objectives,
+    offpolicy,
     retroformer,
     selection,
     spark,
