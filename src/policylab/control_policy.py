@@ -23,9 +23,11 @@ import numpy as np
 import torch
 
 from policylab.config import ConfigError, ControlConfig, load
+from policylab.config_offpolicy import OffPolicyConfig, is_off_policy
 from policylab.envs.space_data import space_from_data, space_to_data
 from policylab.envs.user import make_env
-from policylab.policies.spaces import encode, encode_one
+from policylab.policies.deterministic import DeterministicActor
+from policylab.policies.spaces import encode, encode_one, flat_dim
 
 FORMAT = "policylab.ControlPolicy"
 VERSION = 1
@@ -64,7 +66,9 @@ class ControlPolicy:
         # the encoding the trainer's collector used (one-hot, per key, flattened, images)
         x = (encode_one if single else encode)(self.observation_space, observation)
         x = self.network.normalize(x)
-        if deterministic and hasattr(self.network, "mode"):
+        if not hasattr(self.network, "sample"):  # a deterministic actor (DDPG): μ(s)
+            action = self.network.mode(x)
+        elif deterministic and hasattr(self.network, "mode"):
             action = self.network.mode(x)
         else:
             action = self.network.sample(x, deterministic=deterministic).actions
@@ -134,7 +138,7 @@ def load_policy(path: str | os.PathLike) -> ControlPolicy:
         raise FileNotFoundError(f"{path}: no checkpoint to load a policy from")
     state = load_state(checkpoint / "state.pt")
     spaces = state.get("spaces")
-    if spaces is None:  # a checkpoint from before the spaces were saved: build one env
+    if spaces is None:  # a checkpoint without its spaces (older, off-policy): build one env
         cfg = _control_config(state.get("config", {}), str(path))
         env = make_env(cfg.task)
         observation_space, action_space = env.observation_space, env.action_space
@@ -207,9 +211,11 @@ def evaluate_policy(
     return float(np.mean(returns)), float(np.std(returns))
 
 
-def _control_config(fields: dict[str, Any], where: str) -> ControlConfig:
+def _control_config(fields: dict[str, Any], where: str) -> ControlConfig | OffPolicyConfig:
+    """The run's config: an off-policy one (DDPG) or an on-policy control one."""
+    schema = OffPolicyConfig if is_off_policy(fields.get("algo")) else ControlConfig
     try:
-        return load(ControlConfig, None, fields)
+        return load(schema, None, fields)
     except ConfigError as err:
         raise ValueError(
             f"{where}: not a control run (its config does not load as a ControlConfig: "
@@ -221,7 +227,11 @@ def _build(fields, observation_space, action_space, weights, where: str) -> Cont
     from policylab.trainers.control import policy_for_spaces
 
     cfg = _control_config(fields, where)
-    network, _ = policy_for_spaces(cfg, observation_space, action_space)
+    if isinstance(cfg, OffPolicyConfig):  # DDPG: its deterministic actor μ(s)
+        low, high = action_space.low, action_space.high
+        network = DeterministicActor(flat_dim(observation_space), low, high, cfg.hidden)
+    else:
+        network, _ = policy_for_spaces(cfg, observation_space, action_space)
     network.load_state_dict(weights)
     return ControlPolicy(network, cfg, observation_space, action_space)
 

@@ -199,6 +199,15 @@ def test_ddpg_resumes_two_plus_two_as_four(tmp_path):
     actor = load_actor(straight.run_dir)
     again = evaluate_policy(actor, "Pendulum-v1", 1, 10_000, max_episode_steps=60)
     assert again["eval/return_mean"] == pytest.approx(result.evals[-1]["eval/return_mean"])
+    # the SB3-style API reads a DDPG run too: predict gives μ(s), one file round-trips
+    import policylab
+
+    policy = policylab.load_policy(straight.run_dir)
+    obs = [1.0, 0.0, 0.5]
+    expected = actor.mode(torch.tensor([obs])).numpy()[0]
+    assert policy.predict(obs)[0] == pytest.approx(expected)  # deterministic either way
+    again = policylab.ControlPolicy.load(policy.save(tmp_path / "ddpg.pt"))
+    assert again.predict(obs, deterministic=True)[0] == pytest.approx(expected)
 
 
 def test_ou_noise_changes_the_run_not_the_initial_actor(tmp_path):
