@@ -176,3 +176,20 @@ def test_any_text_scores_in_range_and_invalid_is_zero(text):
     p = json_schema.score(text, SCHEMA, GOLD)
     assert p.total() == 0.0 if p.reason else 0.5 <= p.total() <= 5.0
     assert not math.isnan(p.total())
+
+
+def test_each_steps_faults_are_taken_by_function_and_reason():
+    from policylab.rewards import FAULTS, FaultLedger
+
+    FAULTS.take()  # whatever earlier tests left
+    completions = ['{"n":', "[1]", SPEC_CASES[0][0]]
+    json_struct.json_valid([""] * 3, completions, schema=[SCHEMA] * 3, gold=[GOLD] * 3)
+    assert FAULTS.take() == {
+        "reward/fault/json_valid/not an object (list)": 1.0,
+        "reward/fault/json_valid/syntax": 1.0,
+    }
+    assert FAULTS.take() == {}  # read once: the next step starts from 0
+    ledger = FaultLedger()
+    ledger.record("f/why")
+    ledger.record("f/why")
+    assert ledger.take() == {"reward/fault/f/why": 2.0}

@@ -142,7 +142,10 @@ def test_dense_reward_bounds_and_order(x, y, c0, r0, w, h):
 
 
 def test_each_kind_of_fault_is_logged_once_with_its_answer(caplog):
+    from policylab.rewards import FAULTS
+
     gui_rules.FAULTS.clear()
+    FAULTS.take()
     with caplog.at_level("WARNING", logger="policylab.tasks.gui_rules"):
         _call("gui_hit", ["250,10", "250,11", "9,9,9"], mode="ground")
     said = [r.getMessage() for r in caplog.records]
@@ -150,3 +153,8 @@ def test_each_kind_of_fault_is_logged_once_with_its_answer(caplog):
     assert "off_screen" in said[0] and "250,10" in said[0]
     assert "unparseable" in said[1] and "9,9,9" in said[1]
     assert gui_rules.faults() == {"gui_hit/off_screen": 2, "gui_hit/unparseable": 1}
+    # and the step's counts for the trainer's metrics, once
+    assert FAULTS.take() == {
+        "reward/fault/gui_hit/off_screen": 2.0,
+        "reward/fault/gui_hit/unparseable": 1.0,
+    }

@@ -26,14 +26,22 @@ when the prompts are. Every call is contained: any exception but KeyboardInterru
 
 from policylab.rewards.builtin import exact_answer, format_reward, math_verify_reward
 from policylab.rewards.combine import CombinedReward, RewardFailureError, RewardResult, combine
-from policylab.rewards.counts import RewardCounts, UnscoredRunError, UnscoredSteps
+from policylab.rewards.counts import (
+    FAULTS,
+    FaultLedger,
+    RewardCounts,
+    UnscoredRunError,
+    UnscoredSteps,
+)
 from policylab.rewards.lookup import get, names, verifies
 from policylab.rewards.registry import load_user_reward, register, reward_functions
 from policylab.rewards.reward_model import RewardModel, is_reward_model
 from policylab.rewards.trl import TrainerState, as_completions, is_conversational
 
 __all__ = [
+    "FAULTS",
     "CombinedReward",
+    "FaultLedger",
     "RewardCounts",
     "RewardFailureError",
     "RewardModel",

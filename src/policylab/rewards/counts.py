@@ -9,6 +9,7 @@ and got `failure_reward`; `nonfinite` ones returned NaN, ±inf or a value beyond
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -87,3 +88,30 @@ class UnscoredSteps:
 
 class UnscoredRunError(ValueError):
     """A run's reward functions scored no sample in max_unscored_steps steps in a row."""
+
+
+class FaultLedger:
+    """Samples a reward function scored with its failure value for a reason of the sample
+    itself (a completion that is not JSON, a click off the screen), keyed
+    "<function>/<reason>": recorded where the function decides it, read by the trainer once
+    a step (`take`: the counts since the last read, logged as reward/fault/<key>). One per
+    process (`FAULTS`); a reward run in another process (a Ray reward pool) records in its
+    own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: Counter[str] = Counter()
+
+    def record(self, key: str) -> None:
+        with self._lock:
+            self._since[key] += 1
+
+    def take(self) -> dict[str, float]:
+        """reward/fault/<key> → samples since the last take (then cleared)."""
+        with self._lock:
+            out = {f"reward/fault/{key}": float(n) for key, n in sorted(self._since.items())}
+            self._since.clear()
+        return out
+
+
+FAULTS = FaultLedger()

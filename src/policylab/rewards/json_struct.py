@@ -26,6 +26,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from policylab.rewards.counts import FAULTS as reward_faults
 from policylab.tasks import json_schema
 from policylab.tasks.base import _completion_text as text_of
 
@@ -104,6 +105,7 @@ def _count(name: str, reason: str, text: str) -> None:
             text,
         )
     _FAILURES[name, kind] += 1
+    reward_faults.record(f"{name}/{kind}")  # this step's count, logged as reward/fault/<key>
 
 
 json_valid = _part("json_valid", "valid")

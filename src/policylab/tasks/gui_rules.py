@@ -47,6 +47,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from policylab.rewards.counts import FAULTS as reward_faults
 from policylab.tasks.base import _completion_text, extract_answer
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ def parse_all(name: str, completions: Sequence, mode: Sequence[str]) -> list[Par
                     key,
                 )
             FAULTS[key] += 1
+            reward_faults.record(key)  # this step's count, logged as reward/fault/<key>
         out.append(parsed)
     return out
 

@@ -40,6 +40,7 @@ from policylab.policies.policy_set import PolicySet
 from policylab.prompting import PromptFormat, check_chat_template, require_chat_template
 from policylab.recipes.base import GENERIC_POLICY
 from policylab.recipes.compose import Components, components, recipe_rewards
+from policylab.rewards.counts import FAULTS as reward_faults
 from policylab.stages import Budget, Pipeline, RolloutSource, StageContext, build_pipeline
 from policylab.stages.pipeline import WORKFLOW_COLUMNS
 from policylab.trainers.export import model_card, save_final_model
@@ -158,6 +159,7 @@ def _train(cfg: TrainConfig, resume: bool, objects: RunObjects | None, callbacks
         sync_engines(policies)  # the engine samples from the restored weights
         log.info("resumed %s at step %d", run.dir, done.step)
     unscored = rewards.UnscoredSteps(cfg.max_unscored_steps)
+    reward_faults.take()  # a run counts its own samples' faults, not an earlier run's
 
     if done.step == 0:
         held_out(policies, plan, cfg, run, done)
@@ -779,6 +781,7 @@ def _step_metrics(batch, advantages, info, learn, lr, t0, t1, t2, t3) -> dict[st
         **learn,
         **info.metrics,
         **(info.reward_counts.metrics() if info.reward_counts is not None else {}),
+        **reward_faults.take(),  # samples scored 0 for a reason of their own, by reason
     }
     return metrics
 
