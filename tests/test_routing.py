@@ -2,6 +2,7 @@
 gymnasium id is a control run, any other task a language-model run."""
 
 import pytest
+import yaml
 
 import policylab
 from policylab import routing
@@ -73,3 +74,17 @@ def test_a_config_object_is_taken_as_it_is():
         **given.model_dump(),
         "seed": 3,
     }
+
+
+def test_the_python_api_resumes_with_the_fields_the_run_started_with(tmp_path):
+    # as `policylab train --resume`: hidden=[16] need not be given again (before, the
+    # API rebuilt the config from the task's defaults: a [64, 64] network for a [16] one)
+    import policylab
+
+    fields = dict(task="CartPole-v1", num_envs=2, num_steps=16, minibatch_size=16, progress=False)
+    run = str(tmp_path / "r")
+    first = policylab.train(**fields, hidden=[16], total_steps=32, run_dir=run, report_to=[])
+    again = policylab.train(**fields, total_steps=64, run_dir=run, report_to=[], resume=True)
+    assert first.env_steps == 32 and again.env_steps == 64
+    config = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())
+    assert config["hidden"] == [16]

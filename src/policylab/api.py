@@ -127,6 +127,13 @@ def train(
     cfg = routing.run_config(config, {**fields, **named})
     if objects.is_object(cfg.task) and not cfg.run_dir:  # not runs/grpo-<object: ...>-s0
         cfg.run_dir = str(Path("runs") / f"{cfg.algo}-{objects.IN_MEMORY_TASK}-s{cfg.seed}")
+    if resume and not given and (saved := routing.saved_config(cfg.folder)):
+        # as `policylab train --resume`: the run's saved fields are the lowest layer, so a
+        # field set when it started (hidden, normalize_obs, …) need not be given again (a
+        # run given objects is checked against them by check_given, objects.py)
+        cfg = routing.run_config(
+            config, {**fields, **named, "run_dir": str(cfg.folder)}, saved=saved
+        )
     return routing.train(cfg, resume=resume, objects=given, callbacks=callbacks)
 
 

@@ -60,7 +60,6 @@ def _bandit(console: Console, args: argparse.Namespace) -> int:
 
 
 def _train(console: Console, args: argparse.Namespace) -> int:
-    import yaml
 
     from policylab import routing
     from policylab.config import ControlConfig, TabularConfig, parse_overrides
@@ -73,13 +72,11 @@ def _train(console: Console, args: argparse.Namespace) -> int:
             overrides[flag] = getattr(args, flag)
     saved: dict = {}
     if args.resume:
-        path = Path(args.resume) / "config.yaml"
-        if not path.is_file():
+        saved = routing.saved_config(args.resume)
+        if not saved:
             raise FileNotFoundError(
                 f"--resume {args.resume}: no config.yaml there; is it a run folder?"
             )
-        saved = yaml.safe_load(path.read_text())
-        saved = {k: v for k, v in saved.items() if k not in ("provenance", "resolved")}
         saved["run_dir"] = args.resume
     cfg = routing.run_config(args.config, overrides, saved=saved)
     try:  # a run folder that cannot be written (disk full, read-only) stops the run
@@ -317,7 +314,6 @@ def _ray_address(args: argparse.Namespace) -> bool | str:
 
 
 def _report(console: Console, args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from policylab.arena import report
     from policylab.arena.aggregate import TASKS_FILE, report_tasks
@@ -331,7 +327,6 @@ def _report(console: Console, args: argparse.Namespace) -> int:
 
 
 def _claims(console: Console, args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from policylab.arena.claim_list import ARENAS, CLAIMS, RECORDED
     from policylab.arena.claims import claims_report

@@ -98,6 +98,19 @@ def _route(task, path: Path | None, given: dict, fields: dict, saved: dict) -> R
     return load(TrainConfig, None, {**saved, **_unset(TrainConfig, path, given), **fields})
 
 
+def saved_config(run_dir: str | Path) -> dict[str, Any]:
+    """A run folder's config.yaml as the lowest layer of a resumed run's config (its
+    fields, without the provenance and resolved sections, run_dir its folder); {} when
+    the folder has none (a run not started yet)."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return {}
+    saved = yaml.safe_load(path.read_text()) or {}
+    saved = {k: v for k, v in saved.items() if k not in ("provenance", "resolved")}
+    saved["run_dir"] = str(run_dir)
+    return saved
+
+
 def _keeps(saved: dict[str, Any], config: dict[str, Any]) -> None:
     """A resumed run keeps the task, algorithm, seed and model it started with."""
     from policylab.trainers.run_safety import check_keeps
