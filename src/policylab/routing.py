@@ -60,9 +60,10 @@ def run_config(
         path = Path(config)
         given = _task_of_file(path)
     task = fields.get("task") or given.get("task") or saved.get("task") or ""
-    if saved:  # before the task picks a trainer: a clear error, not another schema's
-        _keeps(saved, {**given, **fields, "task": task})
     algo = fields.get("algo") or given.get("algo") or saved.get("algo")
+    if saved:  # before the task picks a trainer: a clear error, not another schema's (the
+        # other kept fields are compared once checked: lora={r: 4} is its full form then)
+        _keeps(saved, {"task": task, **({"algo": algo} if algo else {})})
     if is_gym_task(str(task)) and is_off_policy(algo):  # DDPG: trainers/offpolicy.py
         layers = {**saved, **_unset(OffPolicyConfig, path, given), **fields}
         cfg = load(OffPolicyConfig, None, layers)
