@@ -264,15 +264,7 @@ def best_of_n(
 ) -> Solved:
     """n samples at `temperature`, scored in order until one has R > `threshold` (that one
     is returned, else the last). Reward calls = samples scored."""
-    embeds = _embed(model, prompt_ids).expand(n, -1, -1)
-    out = decode(
-        model,
-        embeds,
-        max_new_tokens=max_new_tokens,
-        eos_id=_eos(tok),
-        temperature=temperature,
-        generator=generator,
-    )
+    out = _samples(model, tok, prompt_ids, n, temperature, generator, max_new_tokens)
     texts = [_text(tok, ids) for ids in out.ids]
     solved = Solved(texts[0], texts[0], decodes=n, forward_passes=out.forward_passes)
     for text in texts:
@@ -348,8 +340,20 @@ def best_of_m_by_confidence(
 ) -> Solved:
     """m samples at `temperature`; the one with the highest confidence C is the answer.
     m = 81 matches latent_confidence_pg's decodes at its defaults (10 × 8 + 1)."""
-    embeds = _embed(model, prompt_ids).expand(m, -1, -1)
-    out = decode(
+    out = _samples(model, tok, prompt_ids, m, temperature, generator, max_new_tokens)
+    scores = confidence(out, topk)
+    best = max(range(m), key=scores.__getitem__)
+    text = _text(tok, out.ids[best])
+    solved = Solved(text, _text(tok, out.ids[0]), decodes=m, forward_passes=out.forward_passes)
+    solved.confidence = scores[best]
+    return solved
+
+
+def _samples(model, tok, prompt_ids, n: int, temperature, generator, max_new_tokens) -> Decoded:
+    """n continuations of one prompt at `temperature`, decoded together (the best-of
+    baselines draw their candidates with it)."""
+    embeds = _embed(model, prompt_ids).expand(n, -1, -1)
+    return decode(
         model,
         embeds,
         max_new_tokens=max_new_tokens,
@@ -357,12 +361,6 @@ def best_of_m_by_confidence(
         temperature=temperature,
         generator=generator,
     )
-    scores = confidence(out, topk)
-    best = max(range(m), key=scores.__getitem__)
-    text = _text(tok, out.ids[best])
-    solved = Solved(text, _text(tok, out.ids[0]), decodes=m, forward_passes=out.forward_passes)
-    solved.confidence = scores[best]
-    return solved
 
 
 def _eos(tok) -> int | None:

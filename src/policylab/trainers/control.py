@@ -82,8 +82,11 @@ class ControlProgress:
 
 
 def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iteration, batch_size):
-    """Held-out episodes now (the policy's mode), logged; the first evaluation after
-    training began that reaches `cfg.stop_return` marks the run solved."""
+    """Held-out episodes now (the policy's mode), logged at `iteration` with
+    iteration × batch_size environment steps; the first evaluation after training began
+    that reaches `cfg.stop_return` marks the run solved. The off-policy trainer calls it
+    too (its step is one environment step: batch_size 1; an OffPolicyConfig has the same
+    evaluation fields)."""
     scores = evaluate_policy(
         policy,
         cfg.task,

@@ -33,7 +33,7 @@ from policylab.config_offpolicy import OffPolicyConfig
 from policylab.envs.user import check_buildable
 from policylab.policies.deterministic import DeterministicActor, QCritic
 from policylab.policies.spaces import encode, encode_one
-from policylab.trainers.control import ControlProgress, ControlResult, summary_table
+from policylab.trainers.control import ControlProgress, ControlResult, evaluation, summary_table
 from policylab.trainers.run import (
     Run,
     latest_checkpoint,
@@ -43,7 +43,7 @@ from policylab.trainers.run import (
     run_options,
     torch_threads,
 )
-from policylab.workflows.episodes import EpisodeCollector, evaluate_policy
+from policylab.workflows.episodes import EpisodeCollector
 from policylab.workflows.replay import ReplayBuffer
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ def _train(cfg: OffPolicyConfig, resume: bool, callbacks=()) -> ControlResult:
     run.open_trackers()
     done.started = time.perf_counter()
     if start == 0:
-        _evaluate(agent.actor, cfg, run, done, 0)
+        evaluation(agent.actor, cfg, run, done, 0, 1)  # env steps = steps
     window: list[tuple[float, dict[str, float]]] = []
     episodes: list[tuple[float, int]] = []
     shown_return, t_window = "-", time.perf_counter()
@@ -294,7 +294,7 @@ def _train(cfg: OffPolicyConfig, resume: bool, callbacks=()) -> ControlResult:
                     job, completed=step, ret=shown_return, sps=f"{metrics['perf/steps_per_s']:.0f}"
                 )
             if last or run.stopping or (cfg.eval_every and step % cfg.eval_every == 0):
-                _evaluate(agent.actor, cfg, run, done, step)
+                evaluation(agent.actor, cfg, run, done, step, 1)
                 bar.update(job, eval=f"{done.evals[-1]['eval/return_mean']:.1f}")
                 last = last or done.solved_at is not None or run.stopping
             if last or (cfg.save_every and step % cfg.save_every == 0):
@@ -325,26 +325,6 @@ def _train(cfg: OffPolicyConfig, resume: bool, callbacks=()) -> ControlResult:
     run.write_summary(summary_table(cfg, done.evals, env_steps, seconds, solved_at))
     run.close()
     return ControlResult(str(run.dir), done.evals, env_steps, seconds, solved_at)
-
-
-def _evaluate(actor, cfg: OffPolicyConfig, run: Run, done: ControlProgress, step: int) -> dict:
-    """Held-out episodes of μ (no noise), logged; the first after training began that
-    reaches `cfg.stop_return` marks the run solved."""
-    limit = {} if cfg.max_episode_steps is None else {"max_episode_steps": cfg.max_episode_steps}
-    scores = evaluate_policy(
-        actor, cfg.task, cfg.eval_episodes, cfg.eval_seed, **limit, **cfg.eval_env_kwargs
-    )
-    scores["env_steps"] = step
-    scores["time/elapsed_s"] = done.elapsed
-    run.log(step, scores, kind="eval")
-    done.evals.append({"step": step, **scores})
-    run.save_best(
-        step, scores, {"step": step, "policy": actor.state_dict(), "config": cfg.model_dump()}
-    )
-    reached = step > 0 and cfg.stop_return is not None
-    if reached and scores["eval/return_mean"] >= cfg.stop_return and done.solved_at is None:
-        done.solved_at = {"env_steps": step, "seconds": scores["time/elapsed_s"]}
-    return scores
 
 
 def load_actor(run_dir: str | Path) -> DeterministicActor:
