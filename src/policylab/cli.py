@@ -459,21 +459,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     tr = sub.add_parser(
         "train",
-        help="train a language model, a control policy on a gymnasium id, or a tabular "
-        "method on tabular/<task>",
+        help="train a language model, a control policy on a gymnasium id, a tabular "
+        "method on tabular/<task>, or a lab method on lab/<task>",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="fields (key=value):\n"
         + _fields("train")
         + "\n\ncontrol fields (--task <gymnasium id>, e.g. CartPole-v1):\n"
         + _fields("control")
-        + "\n\ntabular fields (--task tabular/<name>, e.g. tabular/robust_garnet):\n"
-        + _fields("tabular"),
+        + "\n\ntabular fields (--task tabular/<name>, e.g. tabular/robust_garnet; the same "
+        "for --task lab/<name>):\n" + _fields("tabular"),
     )
     tr.add_argument("--algo", default=None, help="named algorithm (policylab list)")
     tr.add_argument(
         "--task",
         default=None,
-        help="embedded task, a data file/folder, a gymnasium id, or tabular/<task>",
+        help="embedded task, a data file/folder, a gymnasium id, tabular/<task> or lab/<task>",
     )
     tr.add_argument("--model", default=None, help='"tiny" (shipped), a folder or a hub id')
     tr.add_argument("--config", default=None, help="YAML file of fields")

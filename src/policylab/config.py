@@ -1020,3 +1020,35 @@ class TabularConfig(RunSchema):
             choices = ", ".join(f"tabular/{n}" for n in tabular_tasks.names())
             raise ValueError(f"unknown tabular task {value!r}; choices: {choices}")
         return value
+
+
+class LabConfig(TabularConfig):
+    """Every field of `policylab train --task lab/<name>`: a registered lab method
+    (lab/catalogue.py) on a seeded testbed with its own scorer (docs/lab.md). The fields
+    and the run are the tabular ones: `budget` is in the task's unit (episodes,
+    generations, image pairs), `eval/score` is the task's score."""
+
+    algo: str = Field("", description="lab method (policylab list)")
+    task: str = Field("lab/", description="lab/<task>")
+
+    @field_validator("algo")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        from policylab.lab.catalogue import lab_methods
+
+        if value not in lab_methods:
+            raise ValueError(
+                f"unknown lab method {value!r}; choices: {', '.join(lab_methods.names())}"
+            )
+        return value
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        from policylab.lab.catalogue import is_lab_task, lab_tasks
+
+        name = value.removeprefix("lab/")
+        if not is_lab_task(value) or name not in lab_tasks:
+            choices = ", ".join(f"lab/{n}" for n in lab_tasks.names())
+            raise ValueError(f"unknown lab task {value!r}; choices: {choices}")
+        return value

@@ -24,6 +24,7 @@ from policylab.algebra.catalogue import (
 )
 from policylab.algebra.options import describe_options
 from policylab.algebra.selection import stage_of
+from policylab.lab.catalogue import lab_methods, lab_tasks
 from policylab.recipes.compose import components
 from policylab.registry import Registry
 from policylab.stages import stages
@@ -90,6 +91,18 @@ def print_catalogue(console: Console) -> None:
     console.print(theory)
     tasks_line = ", ".join(f"tabular/{n}" for n in tabular_tasks.names())
     console.print(f"[bold]tabular tasks[/bold]: {tasks_line}")
+    lab = Table(
+        title="Lab methods, each with its own loop on a seeded testbed "
+        "(policylab train --task lab/<task> --algo NAME; docs/lab.md)",
+        title_justify="left",
+    )
+    for col in ("name", "what it does", "paper"):
+        lab.add_column(col)
+    for name in lab_methods.names():
+        m = lab_methods.get(name)
+        lab.add_row(name, escape(m.title), _arxiv(m.paper))
+    console.print(lab)
+    console.print(f"[bold]lab tasks[/bold]: {', '.join(f'lab/{n}' for n in lab_tasks.names())}")
     builtin = ", ".join(task_classes.names())
     console.print(f"[bold]language-model tasks[/bold]: {builtin}")
     console.print(escape(reasoning_gym.catalogue_line()), highlight=False)
@@ -101,8 +114,8 @@ def print_catalogue(console: Console) -> None:
     console.print(presets)
 
 
-def _describe_tabular(console: Console, method: TabularMethod) -> None:
-    console.print(f"[bold]{method.name}[/bold] — {method.title} (tabular method)")
+def _describe_tabular(console: Console, method: TabularMethod, kind: str = "tabular") -> None:
+    console.print(f"[bold]{method.name}[/bold] — {method.title} ({kind} method)")
     console.print(f"paper: {escape(method.paper)}")
     console.print(escape(method.formula), highlight=False)
     table = Table(title="defaults", title_justify="left")
@@ -246,13 +259,14 @@ def print_description(console: Console, name: str) -> int:
             console.print()
             _describe_component(console, registry, name)
             found = True
-    if name in tabular_methods:
-        _describe_tabular(console, tabular_methods.get(name))
-        found = True
+    for kind, methods in (("tabular", tabular_methods), ("lab", lab_methods)):
+        if name in methods:
+            _describe_tabular(console, methods.get(name), kind)
+            found = True
     if not found:
         every = sorted(
             set(recipe_book.names()).union(
-                *(r.names() for r in REGISTRIES), tabular_methods.names()
+                *(r.names() for r in REGISTRIES), tabular_methods.names(), lab_methods.names()
             )
         )
         console.print(f"[red]unknown name {name!r}[/red]; choices: {', '.join(every)}")

@@ -2,7 +2,8 @@
 and `policylab train` (cli.py).
 
 The rule: a task named `tabular/<name>` is a tabular run — a `TabularConfig`, trained by
-trainers/tabular.py against its exact oracle; a task that is a gymnasium environment id
+trainers/tabular.py against its exact oracle; `lab/<name>` is a lab run — a `LabConfig`,
+the same trainer over the lab registries (policylab/lab); a task that is a gymnasium environment id
 (`config.is_gym_task`: CartPole-v1, Pendulum-v1, the policylab/... ids) is a control run —
 a `ControlConfig` with the environment's tuned defaults (`config.CONTROL_DEFAULTS`),
 trained by trainers/control.py; any other task (an embedded task, a data file) is a
@@ -19,6 +20,7 @@ import yaml
 
 from policylab.config import (
     ControlConfig,
+    LabConfig,
     TabularConfig,
     TrainConfig,
     is_gym_task,
@@ -30,6 +32,7 @@ from policylab.objects import RunObjects, check_given
 
 RunConfig = TrainConfig | ControlConfig | TabularConfig | OffPolicyConfig
 TABULAR_PREFIX = "tabular/"  # a tabular task: tabular/<name> (tabular/tasks.py)
+LAB_PREFIX = "lab/"  # a lab task: lab/<name> (policylab/lab)
 
 
 def run_config(
@@ -76,8 +79,9 @@ def run_config(
 
 def _route(task, path: Path | None, given: dict, fields: dict, saved: dict) -> RunConfig:
     """The config of `task`'s trainer, from its layers (saved < given < fields)."""
-    if str(task).startswith(TABULAR_PREFIX):
-        return load(TabularConfig, None, {**saved, **_unset(TabularConfig, path, given), **fields})
+    for prefix, schema in ((TABULAR_PREFIX, TabularConfig), (LAB_PREFIX, LabConfig)):
+        if str(task).startswith(prefix):
+            return load(schema, None, {**saved, **_unset(schema, path, given), **fields})
     if is_gym_task(str(task)):
         if "model" in fields:
             raise ValueError(
@@ -124,6 +128,8 @@ def _same_kind(config: RunConfig, fields: dict[str, Any]) -> bool:
     task = fields.get("task")
     if task is None:
         return True
+    if str(task).startswith(LAB_PREFIX) or isinstance(config, LabConfig):
+        return str(task).startswith(LAB_PREFIX) and isinstance(config, LabConfig)
     if str(task).startswith(TABULAR_PREFIX) or isinstance(config, TabularConfig):
         return str(task).startswith(TABULAR_PREFIX) and isinstance(config, TabularConfig)
     return is_gym_task(str(task)) == isinstance(config, ControlConfig)

@@ -131,7 +131,8 @@ def make_spec(
         raise ValueError("an arena needs at least one algorithm (--algos a,b,...)")
     if len(set(algos)) != len(algos):
         raise ValueError(f"an algorithm appears twice in {algos}")
-    tabular = str(task).startswith("tabular/")  # methods checked by TabularConfig below
+    # methods checked by TabularConfig (LabConfig) below
+    tabular = str(task).startswith(("tabular/", "lab/"))
     for entry in algos:
         if not tabular:
             known_algorithm(parse_entry(entry)[0])
@@ -169,8 +170,9 @@ def make_spec(
     if isinstance(cfg, TabularConfig):
         # every run is a seeded instance; the budget is the task's unit (gradient
         # evaluations, episodes, trajectories), the score 1 − gap/gap₀ from the exact oracle
-        from policylab.tabular.catalogue import build
+        from policylab.trainers.tabular import catalogue
 
+        _, build = catalogue(cfg)
         spec.kind, spec.budget_field = "tabular", "budget"
         spec.budget_unit = build(cfg.task, 0, **cfg.knobs).budget_unit
         spec.budget = cfg.budget if budget is None else budget

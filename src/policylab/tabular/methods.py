@@ -70,6 +70,10 @@ class TabularMethod:
     step: Callable[..., tuple[State, dict[str, float]]]
     policy: Callable[[Problem, State], torch.Tensor]
     notes: tuple[str, ...] = ()
+    # a state holding modules: what its checkpoint keeps (tensors and plain values) and how
+    # a resumed run rebuilds the state from it; None keeps the state as it is
+    checkpoint: Callable[[State], dict[str, Any]] | None = None
+    restore: Callable[..., State] | None = None  # (problem, options, saved) -> state
 
     @property
     def citations(self) -> dict[str, str]:
@@ -91,9 +95,11 @@ class TabularMethod:
 tabular_methods: Registry[TabularMethod] = Registry("tabular method")
 
 
-def add(method: TabularMethod) -> TabularMethod:
+def add(method: TabularMethod, registry: Registry[TabularMethod] | None = None) -> TabularMethod:
+    """Register `method` in `registry` (the tabular methods; lab/ passes its own)."""
     missing = sorted({f.name for f in dataclasses.fields(method.options)} - set(method.defaults))
     if missing:
         raise ValueError(f"{method.name}: options without a sourced default: {missing}")
-    tabular_methods.add(method.name, method, summary=f"{method.title} — {method.paper}")
+    registry = tabular_methods if registry is None else registry
+    registry.add(method.name, method, summary=f"{method.title} — {method.paper}")
     return method

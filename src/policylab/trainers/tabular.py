@@ -6,7 +6,11 @@ one fitted iteration) → metrics → every `eval_every` steps the oracle scores
 `eval/score` = 1 − gap/gap₀, `oracle/gap` = optimum − value, where the value is the one
 the task defines (nominal, robust, soft-robust, finite-horizon) → checkpoint. The run
 stops when it has spent `budget` in the task's unit, or at `stop_gap`. The run folder,
-checkpoints and resume are trainers/run.py's, as for the other trainers."""
+checkpoints and resume are trainers/run.py's, as for the other trainers.
+
+A lab run (`lab/<name>`, a `LabConfig`; policylab/lab) is the same loop over the lab
+registries: its method's state may hold networks, which its `checkpoint` and `restore`
+turn into tensors and back."""
 
 from __future__ import annotations
 
@@ -16,8 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from policylab.config import TabularConfig
-from policylab.tabular.catalogue import build, tabular_methods
+from policylab.config import LabConfig, TabularConfig
 from policylab.trainers.run import Run, progress_bar, torch_threads
 
 CURVES = ["eval/score", "oracle/gap", "oracle/value", "grad/norm", "inner/iterations"]
@@ -38,8 +41,21 @@ def train(cfg: TabularConfig, *, resume: bool = False) -> TabularResult:
         return _train(cfg, resume)
 
 
+def catalogue(cfg: TabularConfig):
+    """(methods, build) of the run's kind: the lab registries for a LabConfig, else the
+    tabular ones."""
+    if isinstance(cfg, LabConfig):
+        from policylab.lab.catalogue import build, lab_methods
+
+        return lab_methods, build
+    from policylab.tabular.catalogue import build, tabular_methods
+
+    return tabular_methods, build
+
+
 def _train(cfg: TabularConfig, resume: bool) -> TabularResult:
-    method = tabular_methods.get(cfg.algo)
+    methods, build = catalogue(cfg)
+    method = methods.get(cfg.algo)
     options = method.build_options(cfg.options)  # an unknown option fails before the folder
     problem = build(cfg.task, cfg.seed, **cfg.knobs)
     resolved = {
@@ -56,6 +72,8 @@ def _train(cfg: TabularConfig, resume: bool) -> TabularResult:
     if restored is not None:
         _, saved = restored
         state, step, spent = saved["method"], saved["step"], saved["spent"]
+        if method.restore is not None:
+            state = method.restore(problem, options, state)
         evals, elapsed_before = saved["evals"], saved["elapsed_s"]
         generator.set_state(saved["generator"])
     started = time.perf_counter()
@@ -105,7 +123,7 @@ def _train(cfg: TabularConfig, resume: bool) -> TabularResult:
                     {
                         "step": step,
                         "spent": spent,
-                        "method": state,
+                        "method": state if method.checkpoint is None else method.checkpoint(state),
                         "generator": generator.get_state(),
                         "evals": evals,
                         "elapsed_s": elapsed(),
