@@ -672,6 +672,11 @@ class ControlConfig(RunSchema):
         description="truncate episodes at this many steps, in training and evaluation "
         "(gymnasium's TimeLimit; None = the environment's own limit, if any)",
     )
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword arguments of every environment, training and evaluation "
+        "(gym.make), e.g. {horizon: 20}; eval_env_kwargs go on top for evaluation",
+    )
     selection: str | None = Field(
         None,
         description="an advantage-time selection over the iteration's transitions (d3s); "
@@ -928,6 +933,13 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+# Settings an algorithm brings on every task, under the user's fields (over the task's):
+# A2C is one update per batch [code stable-baselines3:A2C] ("batch": the whole batch).
+CONTROL_ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "a2c": {"epochs": 1, "minibatch_size": "batch", "norm_adv": False},
+}
+
+
 # Settings that `use_sde=true` brings on a task, under the user's fields (over
 # CONTROL_DEFAULTS): rl-baselines3-zoo hyperparams/ppo.yml's gSDE entries [zoo].
 CONTROL_SDE_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -960,7 +972,15 @@ def load_control(file: str | Path | None = None, overrides: dict[str, Any] | Non
     given.update(overrides or {})
     task = given.get("task", ControlConfig.model_fields["task"].default)
     sde = CONTROL_SDE_DEFAULTS.get(task, {}) if _truthy(given.get("use_sde")) else {}
-    return load(ControlConfig, None, {**CONTROL_DEFAULTS.get(task, {}), **sde, **given})
+    layers = {**CONTROL_DEFAULTS.get(task, {}), **sde}
+    algo = given.get("algo", ControlConfig.model_fields["algo"].default)
+    for key, value in CONTROL_ALGO_DEFAULTS.get(algo, {}).items():
+        if value == "batch":  # one minibatch: the iteration's whole batch
+            merged = {**layers, **given}
+            value = int(merged.get("num_envs", ControlConfig.model_fields["num_envs"].default))
+            value *= int(merged.get("num_steps", ControlConfig.model_fields["num_steps"].default))
+        layers[key] = value
+    return load(ControlConfig, None, {**layers, **given})
 
 
 def _truthy(value: Any) -> bool:

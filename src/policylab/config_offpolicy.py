@@ -36,6 +36,11 @@ class OffPolicyConfig(RunSchema):
     max_episode_steps: int | None = Field(
         None, ge=1, description="truncate episodes at this many steps (None = the env's own)"
     )
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword arguments of every environment, training and evaluation "
+        "(gym.make); eval_env_kwargs go on top for evaluation",
+    )
     total_steps: int = Field(100_000, ge=1, description="environment steps")
     lr: float = Field(3e-4, gt=0, description="Adam learning rate of actor and critic")
     schedule: str = Field("constant", description="lr schedule (constant only: as CleanRL)")

@@ -140,7 +140,7 @@ def load_policy(path: str | os.PathLike) -> ControlPolicy:
     spaces = state.get("spaces")
     if spaces is None:  # a checkpoint without its spaces (older, off-policy): build one env
         cfg = _control_config(state.get("config", {}), str(path))
-        env = make_env(cfg.task)
+        env = make_env(cfg.task, **cfg.env_kwargs)
         observation_space, action_space = env.observation_space, env.action_space
         env.close()
     else:
@@ -163,7 +163,7 @@ def evaluate_policy(
     object with that method, an SB3 model too). `env`: a gymnasium.Env (used as is), a
     function that returns one, or a task string (`CartPole-v1`, module:EnvId,
     module:EnvClass), made as the trainer's evaluation makes it for a ControlPolicy (its
-    `max_episode_steps` and `eval_env_kwargs`); one made here is closed here. `seed`:
+    `env_kwargs`, `max_episode_steps` and `eval_env_kwargs`); one made here is closed here. `seed`:
     episode i resets with seed + i (None: the environment's own sequence).
     `return_episode_rewards`: the lists of returns and lengths instead."""
     if n_eval_episodes < 1:
@@ -177,12 +177,10 @@ def evaluate_policy(
     if isinstance(env, str | os.PathLike):
         # a ControlPolicy's own evaluation environment: its time limit and evaluation-only
         # arguments (e.g. TradeSim's held-out split), as the trainer's evaluation makes it
+        from policylab.trainers.control import env_arguments
+
         config = getattr(policy, "config", None)
-        made = {}
-        if isinstance(config, ControlConfig):
-            if config.max_episode_steps is not None:
-                made["max_episode_steps"] = config.max_episode_steps
-            made.update(config.eval_env_kwargs)
+        made = env_arguments(config, evaluation=True) if isinstance(config, ControlConfig) else {}
         env = make_env(str(env), **made)
     elif own and callable(env):
         env = env()

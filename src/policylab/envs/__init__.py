@@ -3,15 +3,28 @@
 
 import gymnasium
 
+from policylab.envs.market_making import MarketMakingEnv
 from policylab.envs.trade_sim import TradeSimEnv
 from policylab.envs.two_goal import GOALS, TwoGoalEnv, goal_fractions
 
 ID_TWO_GOAL = "policylab/TwoGoal-v0"
 ID_TRADE_SIM = "policylab/TradeSim-v0"  # FLAG-Trader's market (seed_agents.md §A5)
+ID_MARKET_MAKING = "policylab/MarketMaking-v0"  # DRLMM (seed_control_theory.md §13)
 
 if ID_TWO_GOAL not in gymnasium.registry:
     gymnasium.register(ID_TWO_GOAL, entry_point=TwoGoalEnv)
 if ID_TRADE_SIM not in gymnasium.registry:
     gymnasium.register(ID_TRADE_SIM, entry_point=TradeSimEnv)
+if ID_MARKET_MAKING not in gymnasium.registry:
+    gymnasium.register(ID_MARKET_MAKING, entry_point=MarketMakingEnv)
 
-__all__ = ["GOALS", "ID_TRADE_SIM", "ID_TWO_GOAL", "TradeSimEnv", "TwoGoalEnv", "goal_fractions"]
+__all__ = [
+    "GOALS",
+    "ID_MARKET_MAKING",
+    "ID_TRADE_SIM",
+    "MarketMakingEnv",
+    "ID_TWO_GOAL",
+    "TradeSimEnv",
+    "TwoGoalEnv",
+    "goal_fractions",
+]

@@ -119,3 +119,39 @@ add(
         ),
     )
 )
+
+add(
+    Recipe(
+        name="a2c",
+        title="A2C (advantage actor-critic: REINFORCE on GAE advantages, one update per batch)",
+        paper="Mnih et al. 2016, Asynchronous methods for deep RL, arXiv:1602.01783 "
+        "(synchronous form as in stable-baselines; DRLMM arXiv:1911.08647 trains A2C and PPO)",
+        formula=(
+            "δ_t = r_t + γ·V_{t+1} − V_t;  Â_t = δ_t + γλ·Â_{t+1}  (GAE, not standardised)\n"
+            "L = −mean_t Â_t·log π(a_t | s_t) + vf_coef·½(V − ret)² − ent_coef·H\n"
+            "one gradient step per batch of rollouts (epochs 1, the whole batch)"
+        ),
+        advantage="gae",
+        loss="reinforce",
+        advantage_options={
+            "gamma": S(0.99, "[code stable-baselines3:A2C gamma] 0.99"),
+            "lam": S(1.0, "[code stable-baselines3:A2C gae_lambda] 1.0 (n-step returns)"),
+            "whiten": S(False, "[code stable-baselines3:A2C normalize_advantage] False"),
+        },
+        loss_options={"loss_agg_mode": ONE_ROW_PER_STEP},
+        value_loss="value_clip",
+        value_options={"clip": S(None, "[code stable-baselines3:A2C] unclipped value loss")},
+        training={
+            "epochs": S(1, "[paper Alg. S3; code stable-baselines3:A2C] one update per batch"),
+            "minibatch_size": S("batch", "[code stable-baselines3:A2C] the whole batch"),
+            "norm_adv": S(False, "[code stable-baselines3:A2C normalize_advantage] False"),
+        },
+        notes=(
+            "Control only. `policylab train --algo a2c --task <gym id>` sets epochs=1, "
+            "minibatch_size = num_envs × num_steps and norm_adv=false under your fields "
+            "(config.CONTROL_ALGO_DEFAULTS).",
+            "Adam, not stable-baselines' RMSprop; the gamma/lam fields of the run (the "
+            "task's defaults, e.g. Pendulum's 0.9) are what the trainer uses.",
+        ),
+    )
+)

@@ -92,8 +92,7 @@ def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iter
         cfg.task,
         cfg.eval_episodes,
         cfg.eval_seed,
-        **episode_limit(cfg),
-        **cfg.eval_env_kwargs,  # e.g. TradeSim's held-out split
+        **env_arguments(cfg, evaluation=True),  # e.g. TradeSim's held-out split
     )
     scores["env_steps"] = iteration * batch_size
     scores["time/elapsed_s"] = done.elapsed
@@ -346,13 +345,18 @@ def make_collector(cfg: ControlConfig, seed: int) -> EpisodeCollector:
         seed,
         vector=cfg.vector,
         reward_gamma=reward_gamma,
-        **episode_limit(cfg),
+        **env_arguments(cfg),
     )
 
 
-def episode_limit(cfg: ControlConfig) -> dict:
-    """gym.make's max_episode_steps when the config sets one (else nothing: the env's own)."""
-    return {} if cfg.max_episode_steps is None else {"max_episode_steps": cfg.max_episode_steps}
+def env_arguments(cfg, evaluation: bool = False) -> dict:
+    """gym.make's arguments of a run's environments: `env_kwargs`, max_episode_steps when
+    the config sets one (else the env's own limit), and for `evaluation` the
+    `eval_env_kwargs` on top. A ControlConfig or an OffPolicyConfig."""
+    made = dict(cfg.env_kwargs)
+    if cfg.max_episode_steps is not None:
+        made["max_episode_steps"] = cfg.max_episode_steps
+    return {**made, **cfg.eval_env_kwargs} if evaluation else made
 
 
 def clip_range(options) -> float:

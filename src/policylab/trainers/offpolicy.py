@@ -33,7 +33,13 @@ from policylab.config_offpolicy import OffPolicyConfig
 from policylab.envs.user import check_buildable
 from policylab.policies.deterministic import DeterministicActor, QCritic
 from policylab.policies.spaces import encode, encode_one
-from policylab.trainers.control import ControlProgress, ControlResult, evaluation, summary_table
+from policylab.trainers.control import (
+    ControlProgress,
+    ControlResult,
+    env_arguments,
+    evaluation,
+    summary_table,
+)
 from policylab.trainers.run import (
     Run,
     latest_checkpoint,
@@ -171,8 +177,7 @@ def train(cfg: OffPolicyConfig, *, resume: bool = False, callbacks=()) -> Contro
 
 def _train(cfg: OffPolicyConfig, resume: bool, callbacks=()) -> ControlResult:
     check_buildable(cfg.task, "sync")
-    limit = {} if cfg.max_episode_steps is None else {"max_episode_steps": cfg.max_episode_steps}
-    collector = EpisodeCollector(cfg.task, 1, cfg.seed, **limit)
+    collector = EpisodeCollector(cfg.task, 1, cfg.seed, **env_arguments(cfg))
     space = collector.envs.single_action_space
     if not isinstance(space, gym.spaces.Box):
         collector.close()
