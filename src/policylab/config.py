@@ -897,6 +897,14 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
         "eval_every": 5,
         "eval_env_kwargs": {"split": "test"},  # held-out series, disjoint from training's
     },
+    "policylab/MarketMaking-v0": {  # DRLMM's market (seed_control_theory.md §13), [ours]
+        "gamma": 1.0,  # the objective: the undiscounted PnL over a fixed horizon (t observed)
+        "num_envs": 4,
+        "num_steps": 250,  # five 50-step episodes per environment per iteration
+        "minibatch_size": 250,
+        "total_steps": 100_000,
+        "eval_episodes": 50,
+    },
     "CartPole-v1": {
         "num_envs": 8,  # [zoo]
         "num_steps": 32,  # [zoo]
@@ -936,7 +944,13 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
 # Settings an algorithm brings on every task, under the user's fields (over the task's):
 # A2C is one update per batch [code stable-baselines3:A2C] ("batch": the whole batch).
 CONTROL_ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
-    "a2c": {"epochs": 1, "minibatch_size": "batch", "norm_adv": False},
+    "a2c": {  # [code stable-baselines3:A2C] n_steps 5, lr 7e-4, no advantage normalisation
+        "num_steps": 5,
+        "lr": 7e-4,
+        "epochs": 1,
+        "minibatch_size": "batch",
+        "norm_adv": False,
+    },
 }
 
 

@@ -123,6 +123,9 @@ def test_registered_id_and_rewards_run():
 
 
 def test_a2c_is_one_update_per_batch_under_the_users_fields():
+    cfg = load_control(None, {"task": ID_MARKET_MAKING, "algo": "a2c"})
+    assert (cfg.num_steps, cfg.lr, cfg.epochs, cfg.norm_adv) == (5, 7e-4, 1, False)
+    assert cfg.minibatch_size == cfg.num_envs * 5
     cfg = load_control(None, {"task": ID_MARKET_MAKING, "algo": "a2c", "num_steps": 25})
     assert (cfg.epochs, cfg.minibatch_size, cfg.norm_adv) == (1, cfg.num_envs * 25, False)
     cfg = load_control(None, {"task": ID_MARKET_MAKING, "algo": "a2c", "epochs": 3})

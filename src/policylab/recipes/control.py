@@ -145,11 +145,13 @@ add(
             "epochs": S(1, "[paper Alg. S3; code stable-baselines3:A2C] one update per batch"),
             "minibatch_size": S("batch", "[code stable-baselines3:A2C] the whole batch"),
             "norm_adv": S(False, "[code stable-baselines3:A2C normalize_advantage] False"),
+            "num_steps": S(5, "[code stable-baselines3:A2C n_steps] 5 steps per environment"),
+            "lr": S(7e-4, "[code stable-baselines3:A2C learning_rate] 7e-4 (RMSprop there)"),
         },
         notes=(
-            "Control only. `policylab train --algo a2c --task <gym id>` sets epochs=1, "
-            "minibatch_size = num_envs × num_steps and norm_adv=false under your fields "
-            "(config.CONTROL_ALGO_DEFAULTS).",
+            "Control only. `policylab train --algo a2c --task <gym id>` sets num_steps=5, "
+            "lr=7e-4, epochs=1, minibatch_size = num_envs × num_steps and norm_adv=false "
+            "over the task's defaults and under your fields (config.CONTROL_ALGO_DEFAULTS).",
             "Adam, not stable-baselines' RMSprop; the gamma/lam fields of the run (the "
             "task's defaults, e.g. Pendulum's 0.9) are what the trainer uses.",
         ),
