@@ -150,3 +150,12 @@ def test_a2c_trains_on_the_market(tmp_path):
         progress=False,
     )
     assert np.isfinite(result.evals[-1]["eval/return_mean"])
+
+
+def test_the_collector_saves_the_market_for_an_exact_resume():
+    from policylab.workflows.episodes import EpisodeCollector
+
+    collector = EpisodeCollector(ID_MARKET_MAKING, 2, seed=0, horizon=5)
+    state = collector.state_dict()
+    assert state is not None  # the Book is a frozen parameter set, not running state
+    collector.close()

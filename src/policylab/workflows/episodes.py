@@ -25,6 +25,7 @@ restarts its episodes (see trainers/control.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from enum import Enum
@@ -319,6 +320,8 @@ def _restore_attributes(obj, saved: dict[str, Any]) -> None:
 def _is_static(value) -> bool:
     if isinstance(value, _STATIC) or callable(value):
         return True
+    if dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen:
+        return True  # an immutable parameter set (e.g. MarketMakingEnv.book)
     return isinstance(value, list | tuple) and bool(value) and all(map(_is_static, value))
 
 
