@@ -135,3 +135,21 @@ def test_resume_is_exact_across_a_stage_boundary(tmp_path):
     for key, tensor in a["agent"].items():
         assert torch.equal(tensor, b["agent"][key]), key
     assert a["objects"] == b["objects"] == 96
+
+
+@pytest.mark.slow
+def test_afgr_learns_to_look_at_the_informative_view():
+    from policylab.lab.afgr import rollout
+
+    problem, method, opts, g, state = _setup("afgr", stage1_objects=9600, stage2_objects=3200)
+    for _ in range(12800 // opts.batch):
+        state, _ = method.step(problem, state, opts, g)
+    task = problem.mdp
+    with torch.no_grad():
+        _, (_, views, _) = rollout(
+            state["agent"], task.images, task.labels, task.first, 2, "actor", None
+        )
+    star = task.labels // 2
+    seen = ((views[0] == star) | (views[1] == star)).double().mean()
+    assert float(seen) >= 0.95  # random distinct views see v*(c) half the time
+    assert problem.value(method.policy(problem, state)) >= 0.9
