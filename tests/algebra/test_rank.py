@@ -58,7 +58,9 @@ def test_t19_2_non_causal_contrast_with_grpo_on_dcg():
     assert dcg.tolist() == pytest.approx([1.5, 0.630930, 0.0], abs=1e-6)
     grpo = advantages("component:grpo", eps=1e-4)(rewards=dcg, group_ids=GROUP)
     assert float(grpo[0]) == pytest.approx(1.048385, abs=1e-6)  # the whole row, rank 2 too
-    assert float(rank_advantages(rank_rewards(REL), GROUP)[0, 1]) == pytest.approx(-0.577250, abs=1e-6)
+    assert float(rank_advantages(rank_rewards(REL), GROUP)[0, 1]) == pytest.approx(
+        -0.577250, abs=1e-6
+    )
 
 
 def test_singleton_group_and_unscaled():
@@ -86,7 +88,9 @@ def test_t19_3_ratio_and_clipping():
 
 def test_segment_ratio_ignores_masked_tokens():
     lp = torch.tensor([[0.2, 5.0]])
-    ratio = segment_log_ratio(lp, torch.zeros_like(lp), torch.tensor([[0, 0]]), torch.tensor([[1.0, 0.0]]), 2)
+    ratio = segment_log_ratio(
+        lp, torch.zeros_like(lp), torch.tensor([[0, 0]]), torch.tensor([[1.0, 0.0]]), 2
+    )
     assert ratio.tolist() == [pytest.approx([0.2, 0.0])]
 
 
@@ -106,7 +110,9 @@ def test_registered_estimator_maps_ranks_to_tokens():
     # row 0: ranks 0,0,1,2 then an overflow token (seg 3 ≥ N) with A = 0
     assert A[0].tolist() == pytest.approx([hi, hi, lo, hi, 0.0], abs=1e-6)
     assert A[1].tolist() == pytest.approx([lo, hi, hi, lo, 0.0], abs=1e-6)
-    assert torch.equal(A, rank_token_advantages(rank_advantages(rank_rewards(REL), GROUP), seg, mask))
+    assert torch.equal(
+        A, rank_token_advantages(rank_advantages(rank_rewards(REL), GROUP), seg, mask)
+    )
 
 
 def test_registered_estimator_names_missing_columns():

@@ -26,7 +26,9 @@ NODE_PROBS = torch.tensor([[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]], dtype=torch.floa
 
 def test_t14_1_plackett_luce():
     # P([2, 0]) = e²/(1+1+e²) · e¹/(e¹+e⁰) = 0.486330
-    logp = plackett_luce_logp(torch.tensor([[1.0, 0.0, 2.0]], dtype=torch.float64), torch.tensor([[2, 0]]))
+    logp = plackett_luce_logp(
+        torch.tensor([[1.0, 0.0, 2.0]], dtype=torch.float64), torch.tensor([[2, 0]])
+    )
     assert float(logp.sum()) == pytest.approx(-0.720868, abs=1e-6)
     assert math.exp(float(logp.sum())) == pytest.approx(0.486330, abs=1e-6)
 

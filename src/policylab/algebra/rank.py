@@ -68,7 +68,9 @@ def rank_advantages(
             continue
         block = R[rows]
         centred = block - block.mean(0, keepdim=True)
-        out[rows] = centred / (block.std(0, unbiased=True, keepdim=True) + eps) if scale else centred
+        out[rows] = (
+            centred / (block.std(0, unbiased=True, keepdim=True) + eps) if scale else centred
+        )
     return out
 
 
@@ -85,7 +87,11 @@ def rank_token_advantages(
 
 
 def segment_log_ratio(
-    logp: torch.Tensor, old_logp: torch.Tensor, segment_ids: torch.Tensor, mask: torch.Tensor, n: int
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    segment_ids: torch.Tensor,
+    mask: torch.Tensor,
+    n: int,
 ) -> torch.Tensor:
     """log ρ per token: the mean of ℓ = logp − old_logp over the tokens of its rank, so
     ρ[i,k] = (Π_t π_θ/π_old)^{1/|S_ik|} is the geometric mean of the rank's token ratios;
@@ -138,8 +144,6 @@ def rank_grpo_advantages(rollouts: Rollouts, cfg: RankGRPOOptions) -> torch.Tens
             f"rollouts.extras['rank_rewards'] has shape {tuple(R.shape)}; expected "
             f"[B={mask.shape[0]}, N]"
         )
-    groups = (
-        torch.arange(mask.shape[0]) if rollouts.group_ids is None else rollouts.group_ids
-    )
+    groups = torch.arange(mask.shape[0]) if rollouts.group_ids is None else rollouts.group_ids
     adv = rank_advantages(R, groups, eps=cfg.eps, scale=cfg.scale)
     return rank_token_advantages(adv, rollouts.segment_ids, mask).to(mask.dtype)

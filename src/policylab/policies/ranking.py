@@ -97,13 +97,17 @@ def _balanced_chunks(order: list[int], c: int) -> list[list[int]]:
     return out
 
 
-def balanced_tree(vectors: torch.Tensor, c: int, method: str = "pca", *, seed: int = 0) -> torch.Tensor:
+def balanced_tree(
+    vectors: torch.Tensor, c: int, method: str = "pca", *, seed: int = 0
+) -> torch.Tensor:
     """Leaf → item map [c^d] (−1 = empty leaf) of a balanced c-ary clustering tree
     [code pca_clustering / random_clustering]: at a node holding items S, project S on its
     first principal component (or shuffle, method="random"), sort, cut into c chunks of
     sizes ⌈|S|/c⌉ or one less, recurse until single items. vectors [I, k]."""
     if method not in ("pca", "random"):
-        raise ValueError(f"balanced_tree: method = {method!r} is not valid; choices: 'pca', 'random'")
+        raise ValueError(
+            f"balanced_tree: method = {method!r} is not valid; choices: 'pca', 'random'"
+        )
     n = vectors.shape[0]
     d = tree_depth(n, c)
     leaves = torch.full((c**d,), -1, dtype=torch.long)
@@ -135,7 +139,11 @@ def tree_item_probs(
     (available leaves under it)/(available under the node) and renormalises [code
     make_graph aval_prob/mix_prob]; `available=None` uses the raw node softmax.
     node_probs [internal_nodes(c, d), c] (level by level, left to right)."""
-    avail = torch.ones(c**d, dtype=node_probs.dtype) if available is None else available.to(node_probs.dtype)
+    avail = (
+        torch.ones(c**d, dtype=node_probs.dtype)
+        if available is None
+        else available.to(node_probs.dtype)
+    )
     probs = torch.ones(1, dtype=node_probs.dtype)
     for level in range(d):
         first = internal_nodes(c, level)
@@ -191,7 +199,11 @@ class TreePolicy(nn.Module):
             mixed = probs * counts
             mixed = mixed / mixed.sum(-1, keepdim=True)
             with torch.no_grad():
-                choice = mixed.argmax(-1) if greedy else torch.multinomial(mixed, 1, generator=generator)[:, 0]
+                choice = (
+                    mixed.argmax(-1)
+                    if greedy
+                    else torch.multinomial(mixed, 1, generator=generator)[:, 0]
+                )
             chosen = (mixed if logp_uses_mask else probs).gather(1, choice[:, None])[:, 0]
             logps.append(torch.log(chosen))
             all_probs.append(probs)
@@ -221,5 +233,9 @@ class FlatSoftmax(nn.Module):
         logits = self.head(h).masked_fill(~available, float("-inf"))
         logp_all = torch.log_softmax(logits, dim=-1)
         with torch.no_grad():
-            choice = logits.argmax(-1) if greedy else torch.multinomial(logp_all.exp(), 1, generator=generator)[:, 0]
+            choice = (
+                logits.argmax(-1)
+                if greedy
+                else torch.multinomial(logp_all.exp(), 1, generator=generator)[:, 0]
+            )
         return choice, logp_all.gather(1, choice[:, None])
