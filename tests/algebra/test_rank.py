@@ -119,3 +119,26 @@ def test_registered_estimator_names_missing_columns():
     rollouts = Rollouts(rewards=torch.zeros(2), response_mask=torch.ones(2, 3))
     with pytest.raises(ValueError, match="rank_rewards"):
         advantages("component:rank_grpo")(rollouts)
+
+
+def test_t19_3_through_the_registered_loss():
+    from policylab import policy_loss
+
+    # row 0: rank 1 tokens (log-ratios 0.1, −0.3, 0.2: ρ = 1), rank 2 tokens (0.2, 0.4: ρ = e^0.3)
+    lp = torch.tensor([[0.1, -0.3, 0.2, 0.2, 0.4]], dtype=torch.float64, requires_grad=True)
+    old = torch.zeros(1, 5, dtype=torch.float64)
+    A = torch.tensor([[1.048385] * 3 + [0.369362] * 2], dtype=torch.float64)
+    rollouts = Rollouts(
+        rewards=torch.zeros(1), response_mask=torch.ones(1, 5), segment_ids=[[0, 0, 0, 1, 1]]
+    )
+    loss_fn = policy_loss("component:rank_ppo_clip", eps_low=0.06, eps_high=0.08, rank_list_length=3)
+    loss, metrics = loss_fn(lp, old, A, torch.ones(1, 5), rollouts=rollouts)
+    # token-mean of [−1.048385 × 3, −0.398911 × 2]
+    assert float(loss) == pytest.approx((3 * -1.048385 + 2 * -0.398911) / 5, abs=1e-6)
+    assert metrics["pg/clipfrac_high"] == pytest.approx(0.4)
+    # rank 2 is clipped: no gradient. Rank 1: its 3 tokens each carry ρ = exp(mean ℓ), so
+    # ∂(Σ_t −Aρ/5)/∂ℓ_j = 3 · (−A/5) · ρ · (1/3) = −A/5 for each of its tokens
+    loss.backward()
+    assert lp.grad[0].tolist() == pytest.approx([-1.048385 / 5] * 3 + [0.0, 0.0], abs=1e-6)
+    with pytest.raises(ValueError, match="segment_ids"):
+        loss_fn(lp, old, A, torch.ones(1, 5))

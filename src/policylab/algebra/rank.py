@@ -12,12 +12,23 @@ Pure functions (tensors in, tensors out) and the registered advantage estimator
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
 from policylab.algebra.advantages import advantage_estimators
+from policylab.algebra.losses import (
+    LOG_RATIO_CLAMP,
+    PPOClipOptions,
+    _clip_fractions,
+    _reduce,
+    add_kl_term,
+    policy_losses,
+    ratio_metrics,
+    token_terms,
+)
 from policylab.algebra.options import check_choice, check_range, option
 from policylab.rollouts import Rollouts
 
@@ -147,3 +158,52 @@ def rank_grpo_advantages(rollouts: Rollouts, cfg: RankGRPOOptions) -> torch.Tens
     groups = torch.arange(mask.shape[0]) if rollouts.group_ids is None else rollouts.group_ids
     adv = rank_advantages(R, groups, eps=cfg.eps, scale=cfg.scale)
     return rank_token_advantages(adv, rollouts.segment_ids, mask).to(mask.dtype)
+
+
+@dataclass(frozen=True)
+class RankPPOClipOptions(PPOClipOptions):
+    rank_list_length: int = option(20, "N: ranks 0..N−1 get their own ratio, later tokens one bin")
+    reads: ClassVar[tuple[str, ...]] = ("segment_ids",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_range("rank_ppo_clip", "rank_list_length", self.rank_list_length, low=1)
+
+
+@policy_losses.register("rank_ppo_clip", config=RankPPOClipOptions)
+def rank_ppo_clip_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    response_mask,
+    cfg: RankPPOClipOptions,
+    *,
+    ref_logprobs=None,
+    rollouts=None,
+    normaliser=None,
+):
+    """Rank-GRPO's loss (arXiv 2510.20150, §19.2): ppo_clip with the rank-level ratio
+    ρ[i,k] = exp(mean_{t∈rank k} (logp − old_logp)) on every token of rank k (overflow
+    tokens pooled), L = max(−A·ρ, −A·clip(ρ, 1−ε_low, 1+ε_high)) + β·KL [code
+    rank_grpo_trainer.py:_compute_loss, importance_sampling_level="item"]. Reads
+    `rollouts.segment_ids` [B, T] (the rank of each token)."""
+    if rollouts is None or rollouts.segment_ids is None:
+        raise ValueError(
+            "policy loss 'rank_ppo_clip' needs rollouts= with segment_ids [B, T] (the rank "
+            "of each token; the 'line_segments' stage numbers the lines)"
+        )
+    terms = token_terms(logprobs, old_logprobs, advantages, response_mask)
+    seg = rollouts.segment_ids.to(terms.valid.device)
+    old = torch.where(terms.valid, old_logprobs.detach().to(terms.logp.dtype), 0.0)
+    log_ratio = segment_log_ratio(terms.logp, old, seg, terms.valid, cfg.rank_list_length)
+    log_ratio = log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    terms = dataclasses.replace(terms, log_ratio=log_ratio, ratio=torch.exp(log_ratio))
+    A, r = terms.adv, terms.ratio
+    L = torch.maximum(-A * r, -A * r.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high))
+    if cfg.dual_clip_c is not None:
+        L = torch.where(A < 0, torch.minimum(L, -cfg.dual_clip_c * A), L)
+    metrics = _clip_fractions(terms, r, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high)
+    metrics.update(ratio_metrics(terms))
+    return add_kl_term(
+        _reduce(L, terms, cfg, normaliser), metrics, terms, ref_logprobs, cfg, normaliser
+    )
