@@ -131,10 +131,12 @@ def test_t19_3_through_the_registered_loss():
     rollouts = Rollouts(
         rewards=torch.zeros(1), response_mask=torch.ones(1, 5), segment_ids=[[0, 0, 0, 1, 1]]
     )
-    loss_fn = policy_loss("component:rank_ppo_clip", eps_low=0.06, eps_high=0.08, rank_list_length=3)
+    loss_fn = policy_loss(
+        "component:rank_ppo_clip", eps_low=0.06, eps_high=0.08, rank_list_length=3
+    )
     loss, metrics = loss_fn(lp, old, A, torch.ones(1, 5), rollouts=rollouts)
     # token-mean of [−1.048385 × 3, −0.398911 × 2]
-    assert float(loss) == pytest.approx((3 * -1.048385 + 2 * -0.398911) / 5, abs=1e-6)
+    assert float(loss.detach()) == pytest.approx((3 * -1.048385 + 2 * -0.398911) / 5, abs=1e-6)
     assert metrics["pg/clipfrac_high"] == pytest.approx(0.4)
     # rank 2 is clipped: no gradient. Rank 1: its 3 tokens each carry ρ = exp(mean ℓ), so
     # ∂(Σ_t −Aρ/5)/∂ℓ_j = 3 · (−A/5) · ρ · (1/3) = −A/5 for each of its tokens
