@@ -30,7 +30,9 @@ add(
         loss_options={
             "eps_low": S(0.06, f"{CODE} GRPOConfig epsilon 0.06"),
             "eps_high": S(0.08, f"{CODE} GRPOConfig epsilon_high 0.08"),
-            "loss_agg_mode": S("token-mean", "[our reading of TRL 0.21's default loss_type bnpo]"),
+            "loss_agg_mode": S(
+                "token-mean", "[ours] our reading of TRL 0.21's default loss_type bnpo"
+            ),
             "kl_estimator": S("k3", "[code TRL GRPO] k3 to the reference"),
             "kl_coef": S(1e-3, f"{CODE} --kl_beta 1e-3"),
             "rank_list_length": S(20, f"{CODE} rec_num = 20; tokens past it share one bin"),
