@@ -101,7 +101,7 @@ def test_tree_policy_decisions_match_the_exact_item_distribution():
     assert freq.tolist() == pytest.approx([0, 0.428571, 0.285714, 0.285714], abs=0.01)
     # the REINFORCE log-prob uses the raw node softmax [code log_pi]: item 1 → ln .6 + ln .3
     row = int((leaf == 1).nonzero()[0])
-    assert float(logp[row].sum()) == pytest.approx(-1.714798, abs=1e-6)
+    assert float(logp[row].sum().detach()) == pytest.approx(-1.714798, abs=1e-6)
     assert probs.shape == (40000, 2, 2)
 
 
