@@ -20,6 +20,7 @@ NAMES = [
     "plan_path",
     "plan_path_fog",
     "plan_path_moves",
+    "ranked_list",
     "sudoku4",
 ]
 
@@ -39,6 +40,8 @@ FIRST_EXAMPLES = {
     ("plan_path_fog", "train"): (".s../...g/..#./....:", "RDR"),
     ("plan_path_moves", "test"): ("##../s.../#.../#..g:", "RDDRR"),
     ("plan_path_moves", "train"): (".#../..../.###/s..g:", "RRR"),
+    ("ranked_list", "test"): ("top3 of 7 0 1 5 3 9:", "9\n7\n5"),
+    ("ranked_list", "train"): ("top3 of 6 9 0 2 4 3:", "9\n6\n4"),
     ("sudoku4", "train"): ("4.3....2.32.....:", "4231314213242413"),
     ("json_extract", "test"): ("Emil (74) lives in Kyiv. ->", '{"n":"Emil","a":74,"c":"Kyiv"}'),
     ("json_extract", "train"): (

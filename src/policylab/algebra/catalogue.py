@@ -18,6 +18,7 @@ from policylab.algebra import (  # noqa: F401  (imported to register their entri
     gigpo,
     group_filter,
     group_losses,
+    rank,
     rpg,
 )
 from policylab.algebra.advantages import advantage_estimators

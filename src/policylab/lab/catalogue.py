@@ -3,7 +3,9 @@ registers its entries; tables read from here are complete."""
 
 from __future__ import annotations
 
-import policylab.lab.afgr  # noqa: F401  (imported to register its entries)
+import policylab.lab.afgr  # noqa: F401  (§16 AFGR; imported to register its entries)
+import policylab.lab.recsys_lists  # noqa: F401  (§14 Rank-GRPO)
+import policylab.lab.recsys_tpgr  # noqa: F401  (§14 TPGR)
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
 
 __all__ = ["build", "is_lab_task", "lab_methods", "lab_tasks"]

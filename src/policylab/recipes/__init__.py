@@ -18,6 +18,7 @@ from policylab.recipes import (  # noqa: F401
     gui,
     objectives,
     offpolicy,
+    rank_grpo,
     retroformer,
     selection,
     spark,

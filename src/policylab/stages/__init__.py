@@ -4,6 +4,7 @@ advantage-time selectors and learn-time token masks, registered by name in `stag
 from policylab.stages.base import KINDS, Budget, Stage, StageContext, register, stages
 from policylab.stages.pipeline import Pipeline, RolloutSource, build_pipeline
 from policylab.stages.prompts import VADE, VAS, Offline, PromptStage, Uniform
+from policylab.stages.rank_items import RankItems
 from policylab.stages.rollouts import (
     AdvantageSelector,
     Difficulty,
@@ -23,6 +24,7 @@ __all__ = [
     "Offline",
     "Pipeline",
     "PromptStage",
+    "RankItems",
     "RolloutSource",
     "Stage",
     "StageContext",

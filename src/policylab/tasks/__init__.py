@@ -70,6 +70,7 @@ from policylab.tasks.plan_path import PlanPath
 from policylab.tasks.plan_path_fog import PlanPathFog
 from policylab.tasks.plan_path_moves import PlanPathMoves
 from policylab.tasks.presets import PRESETS, presets, resolve
+from policylab.tasks.ranked_list import RankedList
 from policylab.tasks.reasoning_gym import PREFIX as RG_PREFIX
 from policylab.tasks.reasoning_gym import ReasoningGymTask, dataset_names, is_rg_name
 from policylab.tasks.sudoku4 import Sudoku4
@@ -88,6 +89,7 @@ for _cls in (
     PlanPath,
     PlanPathFog,
     PlanPathMoves,
+    RankedList,
     Sudoku4,
     TradeSim,
 ):
