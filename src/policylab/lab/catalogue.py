@@ -3,6 +3,7 @@ registers its entries; tables read from here are complete."""
 
 from __future__ import annotations
 
+import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
 
 __all__ = ["build", "is_lab_task", "lab_methods", "lab_tasks"]
