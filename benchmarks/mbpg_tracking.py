@@ -7,6 +7,9 @@ intervals (policylab.arena.stats).
     python benchmarks/mbpg_tracking.py --seeds 3 --budget 10
     python benchmarks/mbpg_tracking.py --optimum        # the oracle at 400 episodes, seed 0
                                                         # (lab/tracking's BEST_KNOWN)
+    python benchmarks/mbpg_tracking.py --cosines        # cos(estimate, exact) at the start
+                                                        # policy, with and without feedback,
+                                                        # over lag × drift
 
 Each run is the trainer's loop (method.init, then method.step until the budget is spent;
 trainers/tabular.py) inside this process. Pass criterion [§11.2]: MB-PG + controller reaches
@@ -57,6 +60,35 @@ def run(algo: str, seed: int, budget: int, knobs: dict) -> dict:
     return out
 
 
+def cosines() -> str:
+    """T11.1's mechanism on the testbed: how well the model-derivative estimate points along
+    the exact real gradient at the nominal policy, with and without the controller."""
+    from policylab.lab.mbpg import exact_real_gradient, model_derivative_estimate
+    from policylab.lab.tracking import Plan
+
+    lines = ["| lag (s) | drift | cos closed loop | cos open loop | RMSE closed | RMSE open |"]
+    lines.append("|---|---|---|---|---|---|")
+    for lag in (0.1, 0.2, 0.4):
+        for drift in (0.0, 0.1, 0.3):
+            inst = build("lab/tracking", 0, lag=lag, drift=drift).mdp
+            row = []
+            for feedback in (True, False):
+                plan = Plan(torch.zeros(inst.waypoints.numel() + 3, dtype=torch.float64), feedback)
+                est, mse = model_derivative_estimate(inst, plan)
+                exact, _ = exact_real_gradient(inst, plan)
+                row.append(
+                    (
+                        float(torch.nn.functional.cosine_similarity(est.grad, exact, 0)),
+                        float(mse.sqrt()),
+                    )
+                )
+            (cos_c, rmse_c), (cos_o, rmse_o) = row
+            lines.append(
+                f"| {lag} | {drift} | {cos_c:.3f} | {cos_o:.3f} | {rmse_c:.4f} | {rmse_o:.4f} |"
+            )
+    return "\n".join(lines)
+
+
 def fmt(ci) -> str:
     return f"{ci.mean:.4f} [{ci.low:.4f}, {ci.high:.4f}]"
 
@@ -105,11 +137,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--budget", type=int, default=20, help="real episodes per run")
     parser.add_argument("--optimum", action="store_true")
+    parser.add_argument("--cosines", action="store_true")
     parser.add_argument("--out", default="runs/mbpg_tracking")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
+    if args.cosines:
+        print(cosines())
+        print(f"loadavg before/after {[load_before, os.getloadavg()]}")
+        return
     if args.optimum:
         result = run("tracking_oracle", 0, 400, {})
         print(json.dumps({**result, "loadavg": [load_before, os.getloadavg()]}, indent=1))

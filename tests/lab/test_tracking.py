@@ -113,7 +113,9 @@ ARMS = [
 ]
 
 
-@pytest.mark.parametrize("algo", ARMS)
+@pytest.mark.parametrize(
+    "algo", [ARMS[0]] + [pytest.param(a, marks=pytest.mark.slow) for a in ARMS[1:]]
+)
 def test_train_runs_and_changes_the_policy(tmp_path, algo):
     result = policylab.train(
         task="lab/tracking",
@@ -128,6 +130,7 @@ def test_train_runs_and_changes_the_policy(tmp_path, algo):
     assert result.spent == 2 and values[-1] != values[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["mbpg_tracking_provisional", "ppo_tracking"])
 def test_resume_is_exact(tmp_path, algo):
     common = {
