@@ -35,7 +35,7 @@ from policylab.tabular.methods import Problem
 
 # −RMSE of the oracle after 400 real episodes at the default knobs, seed 0:
 # `python benchmarks/mbpg_tracking.py --optimum` (measured, see docs fragment)
-BEST_KNOWN = -0.0313
+BEST_KNOWN = -0.005565  # RMSE 0.005565 m (loadavg 12.7–14.0 during the run)
 DEFAULT_KNOTS = 16
 
 
