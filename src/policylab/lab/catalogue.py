@@ -4,6 +4,7 @@ registers its entries; tables read from here are complete."""
 from __future__ import annotations
 
 import policylab.lab.afgr  # noqa: F401  (§16 AFGR; imported to register its entries)
+import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
 import policylab.lab.recsys_lists  # noqa: F401  (§14 Rank-GRPO)
 import policylab.lab.recsys_tpgr  # noqa: F401  (§14 TPGR)
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
