@@ -4,5 +4,6 @@ registers its entries; tables read from here are complete."""
 from __future__ import annotations
 
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
+from policylab.lab import ppga as _ppga  # noqa: F401  (PPGA, MAP-Elites, CMA-MAE; §9)
 
 __all__ = ["build", "is_lab_task", "lab_methods", "lab_tasks"]
