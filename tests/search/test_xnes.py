@@ -22,8 +22,11 @@ def test_update_by_hand_1d():
     # n = 2, z = [1, −1], the first better: u = [½, −½] → G_δ = 1, G_M = 0
     # μ ← 0 + 1·σ·1 = σ = 2; σ and B unchanged
     mu, sigma, B = xnes.update(
-        torch.zeros(1, dtype=D), 2.0, torch.eye(1, dtype=D),
-        torch.tensor([[1.0], [-1.0]], dtype=D), torch.tensor([3.0, 1.0], dtype=D),
+        torch.zeros(1, dtype=D),
+        2.0,
+        torch.eye(1, dtype=D),
+        torch.tensor([[1.0], [-1.0]], dtype=D),
+        torch.tensor([3.0, 1.0], dtype=D),
     )
     assert mu.tolist() == [2.0] and sigma == 2.0 and B.tolist() == [[1.0]]
 
@@ -36,8 +39,12 @@ def test_update_by_hand_2d():
     b = math.log(1.5) / math.log(4.5) - 0.25
     z = torch.tensor([[1.0, 0], [0, 1], [-1, 0], [0, -1]], dtype=D)
     mu, sigma, B = xnes.update(
-        torch.zeros(2, dtype=D), 1.0, torch.eye(2, dtype=D), z,
-        torch.tensor([4.0, 3, 2, 1], dtype=D), rates=(1.0, 0.5, 0.5),
+        torch.zeros(2, dtype=D),
+        1.0,
+        torch.eye(2, dtype=D),
+        z,
+        torch.tensor([4.0, 3, 2, 1], dtype=D),
+        rates=(1.0, 0.5, 0.5),
     )
     assert mu.tolist() == pytest.approx([a + 0.25, b + 0.25])
     assert sigma == pytest.approx(1.0)

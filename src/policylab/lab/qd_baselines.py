@@ -113,7 +113,9 @@ def cma_step(problem, state, options: CmaMaeOptions, generator):
     archive = state["archive"]
     n = options.population or xnes.default_population(state["mu"].numel())
     z, candidates = xnes.sample(state["mu"], state["sigma"], state["B"], n, generator)
-    deltas, inserted, cost = _evaluate(problem, candidates, options.eval_episodes, archive, generator)
+    deltas, inserted, cost = _evaluate(
+        problem, candidates, options.eval_episodes, archive, generator
+    )
     state["mu"], state["sigma"], state["B"] = xnes.update(
         state["mu"], state["sigma"], state["B"], z, deltas
     )

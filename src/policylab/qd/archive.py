@@ -49,7 +49,9 @@ class GridArchive:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha <= 1.0:
-            raise ValueError(f"alpha: the archive learning rate α_A must be in (0, 1], got {self.alpha}")
+            raise ValueError(
+                f"alpha: the archive learning rate α_A must be in (0, 1], got {self.alpha}"
+            )
         if self.threshold_min == float("-inf") and self.alpha < 1.0:
             raise ValueError(
                 f"threshold_min: −inf needs alpha = 1 (plain MAP-Elites), got alpha = {self.alpha}"
