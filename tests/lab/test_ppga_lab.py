@@ -91,7 +91,7 @@ def test_train_fills_the_archive(algo, tmp_path):
     assert result.spent >= 4000
 
 
-@pytest.mark.parametrize("algo", ["ppga_provisional", "cma_mae"])
+@pytest.mark.parametrize("algo", sorted(SMALL))
 def test_resume_is_exact(algo, tmp_path):
     common = {
         "task": TASK,
