@@ -8,6 +8,5 @@ import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
 import policylab.lab.recsys_lists  # noqa: F401  (§14 Rank-GRPO)
 import policylab.lab.recsys_tpgr  # noqa: F401  (§14 TPGR)
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
-from policylab.lab import ppga as _ppga  # noqa: F401  (PPGA, MAP-Elites, CMA-MAE; §9)
 
 __all__ = ["build", "is_lab_task", "lab_methods", "lab_tasks"]
