@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import policylab.lab.afgr  # noqa: F401  (§16 AFGR; imported to register its entries)
 import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
+import policylab.lab.ppga  # noqa: F401  (§9: lab/noisy_point_mass, PPGA, MAP-Elites, CMA-MAE)
 import policylab.lab.recsys_lists  # noqa: F401  (§14 Rank-GRPO)
 import policylab.lab.recsys_tpgr  # noqa: F401  (§14 TPGR)
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
