@@ -96,7 +96,8 @@ class CombinationLock:
         reward = torch.zeros(n, dtype=torch.float64)
         if h == self.horizon - 1:
             nxt = torch.where(alive, state, torch.full_like(state, DEAD))
-            reward = torch.where(alive, 1.0, torch.where(anti, self.anti_r, 0.0)).double()
+            anti_reward = anti.double() * self.anti_r
+            reward = torch.where(alive, torch.ones_like(reward), anti_reward)
         else:
             flipped = 1 - state
             nxt = torch.where(alive, torch.where(switch, flipped, state), DEAD)
