@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import gymnasium
 import pytest
 import torch
 from scipy.linalg import hadamard
 
 from policylab.envs.combination_lock import (
     DEAD,
+    ENV_ID,
     CombinationLock,
     collect_offline,
     reach_probability,
 )
+from policylab.envs.combination_lock import hadamard as sylvester
 
 
 def test_t8_1_reach_probabilities():
@@ -88,3 +91,26 @@ def test_bad_settings_name_the_field():
         collect_offline(lock, 10, seed=0, corrupted=1.5)
     with pytest.raises(ValueError, match="offline_episodes = 0"):
         collect_offline(lock, 0, seed=0)
+
+
+def test_hadamard_is_scipys():
+    for n in (1, 2, 16, 64):
+        assert torch.equal(sylvester(n), torch.tensor(hadamard(n), dtype=torch.float64))
+
+
+def test_gymnasium_id_runs_an_episode_that_pays_only_at_the_end():
+    from gymnasium.utils.env_checker import check_env
+
+    import policylab.envs  # noqa: F401  (registers the id)
+
+    env = gymnasium.make(ENV_ID, horizon=4, lock_seed=2)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = env.reset(seed=0)
+    lock, rewards, done = env.unwrapped.lock, [], False
+    state, h = torch.tensor([env.unwrapped._state[0]]), 0
+    while not done:
+        obs, r, done, truncated, info = env.step(one_hot(lock.right_action(state, h))[0].numpy())
+        rewards.append(r)
+        state, h = torch.tensor([info["latent"]]), h + 1
+    assert obs.shape == (8,)  # D = 2^⌈log₂(4 + 4)⌉
+    assert rewards == [0.0, 0.0, 0.0, 1.0] and not truncated

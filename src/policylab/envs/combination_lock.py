@@ -20,10 +20,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import gymnasium
+import numpy as np
 import torch
-from scipy.linalg import hadamard
 
 DEAD = 2
+ENV_ID = "policylab/CombinationLock-v0"
+
+
+def hadamard(n: int) -> torch.Tensor:
+    """Sylvester's Hadamard matrix of order n (a power of 2), entries ±1, as
+    scipy.linalg.hadamard (the code's rotation), [n, n] float64."""
+    h = torch.ones(1, 1, dtype=torch.float64)
+    while h.shape[0] < n:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)])
+    return h
 
 
 @dataclass
@@ -55,7 +66,7 @@ class CombinationLock:
         self.p_switch, self.p_anti_r, self.anti_r = p_switch, p_anti_r, anti_r
         self.noise, self.temperature = noise, temperature
         self.obs_dim = 2 ** math.ceil(math.log2(self.horizon + 4))
-        self.rotation = torch.tensor(hadamard(self.obs_dim), dtype=torch.float64)
+        self.rotation = hadamard(self.obs_dim)
         g = torch.Generator().manual_seed(int(seed))
         self.opt_a = torch.randint(self.actions, (self.horizon,), generator=g)
         self.opt_b = torch.randint(self.actions, (self.horizon,), generator=g)
@@ -149,3 +160,36 @@ def collect_offline(
         out = lock.step(state, h, action[:, h], g)
         obs[:, h + 1], reward[:, h], state = out.obs, out.reward, out.state
     return {"obs": obs, "action": action, "reward": reward, "reached": state != DEAD}
+
+
+class CombinationLockEnv(gymnasium.Env):
+    """One lock as a gymnasium env (`policylab/CombinationLock-v0`): Box(actions)
+    actions (the softmax logits ×τ), Box(D) observations, H steps then terminated. The
+    combination comes from `lock_seed` (kwarg), the episode noise from `reset(seed=...)`."""
+
+    def __init__(self, horizon: int = 5, lock_seed: int = 0, **lock_kwargs) -> None:
+        self.lock = CombinationLock(horizon, lock_seed, **lock_kwargs)
+        d, a = self.lock.obs_dim, self.lock.actions
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (d,), np.float64)
+        self.action_space = gymnasium.spaces.Box(0.0, 1.0, (a,), np.float64)
+        self._g = torch.Generator().manual_seed(lock_seed)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self._g.manual_seed(seed)
+        obs, self._state = self.lock.reset(1, self._g)
+        self._h = 0
+        return obs[0].numpy(), {}
+
+    def step(self, action):
+        a = torch.as_tensor(np.asarray(action, dtype=np.float64)).reshape(1, -1)
+        out = self.lock.step(self._state, self._h, a, self._g)
+        self._state, self._h = out.state, self._h + 1
+        done = self._h == self.lock.horizon
+        info = {"latent": int(out.state[0])}
+        return out.obs[0].numpy(), float(out.reward[0]), done, False, info
+
+
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(ENV_ID, entry_point=CombinationLockEnv)
