@@ -3,6 +3,7 @@
 
 import gymnasium
 
+from policylab.envs import combination_lock  # noqa: F401  (policylab/CombinationLock-v0, HNPG §8)
 from policylab.envs.market_making import MarketMakingEnv
 from policylab.envs.trade_sim import TradeSimEnv
 from policylab.envs.two_goal import GOALS, TwoGoalEnv, goal_fractions
