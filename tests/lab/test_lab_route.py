@@ -59,3 +59,34 @@ def test_arena_accepts_a_lab_task():
 
     spec = make_spec("lab/toy_bandit", "toy_reinforce", seeds=2, budget=40)
     assert spec.kind == "tabular" and spec.budget_unit == "pulls"
+
+
+def test_the_catalogue_registers_every_seed_lab_system():
+    """Each module's import line in lab/catalogue.py registers its methods (a lost line
+    silently drops a system from `policylab list` and `--task lab/...`)."""
+    from policylab.lab.catalogue import lab_methods, lab_tasks
+
+    expected_methods = {
+        "hnpg",
+        "trpo",
+        "fqe_greedy",  # §8
+        "ppga_provisional",
+        "map_elites",
+        "cma_mae",  # §9
+        "mbpg_tracking_provisional",
+        "mbpg_open_loop_provisional",
+        "model_only",  # §11
+        "tracking_oracle",
+        "ppo_tracking",
+        "tpgr",
+        "flat_softmax",
+        "rank_grpo",
+        "grpo_list_dcg",  # §14
+        "afgr",
+        "random_views",
+        "fixed_order",
+        "oracle_views",  # §16
+    }
+    assert expected_methods <= set(lab_methods.names())
+    expected_tasks = {"combination_lock", "noisy_point_mass", "tracking", "recsys"}
+    assert expected_tasks | {"recsys_lists", "multiview"} <= set(lab_tasks.names())
