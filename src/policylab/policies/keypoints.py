@@ -115,7 +115,7 @@ def _block(cin: int, cout: int) -> nn.Sequential:
 
 
 class UNet(nn.Module):
-    """A 3-level U-Net (16 → 32 → 32 channels, skip connections) whose last 1×1 layer
+    """A 3-level U-Net (16 → 32 → 32 → 32 → 16 channels, skip connections) whose last 1×1 layer
     gives 1 heatmap channel and `desc_dim` descriptor channels at full resolution [ours:
     §15.2's size; DISK's is a 4-level U-Net of 128 px blocks with InstanceNorm and PReLU,
     code disk/model/unet.py]. Input [B, 1, H, W] with H, W multiples of 4."""
@@ -128,8 +128,8 @@ class UNet(nn.Module):
         self.down2 = _block(small, big)
         self.bottom = _block(big, big)
         self.up2 = _block(2 * big, big)
-        self.up1 = _block(big + small, big)
-        self.head = nn.Conv2d(big, 1 + desc_dim, 1)
+        self.up1 = _block(big + small, small)
+        self.head = nn.Conv2d(small, 1 + desc_dim, 1)
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """images [B, 1, H, W] → heatmap logits [B, 1, H, W], descriptors [B, D, H, W]."""

@@ -124,11 +124,17 @@ def _render(intensity, size: int, inverse: np.ndarray | None) -> np.ndarray:
 
 
 def make_pair(
-    rng: np.random.Generator, size: int = SIZE, warp: float = WARP_PX, shapes: int = SHAPES
+    rng: np.random.Generator,
+    size: int = SIZE,
+    warp: float = WARP_PX,
+    shapes: int = SHAPES,
+    homography: np.ndarray | None = None,
 ) -> ImagePair:
-    """One scene, seen directly (image 1) and through a random homography (image 2)."""
+    """One scene, seen directly (image 1) and through a homography (image 2; a random one
+    unless given)."""
     intensity = _scene(rng, size, shapes)
-    homography = random_homography(rng, size, warp)
+    if homography is None:
+        homography = random_homography(rng, size, warp)
     image1 = _render(intensity, size, None)
     image2 = _render(intensity, size, np.linalg.inv(homography))
     return ImagePair(image1, image2, homography)
