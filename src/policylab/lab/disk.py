@@ -306,9 +306,9 @@ add_method(
         formula="L = −Σ_ij R_ij·sg(P_ij)·(log P_ij + logp_i + logp_j) − λ_kp·Σ logp",
         options=DiskOptions,
         defaults={
-            "lr": S(1e-3, "[ours: code 1e-4 with 2.5·10⁵ pairs; our budget is ~10³ pairs]"),
+            "lr": S(1e-3, "[ours: code 1e-4 over 2.5·10⁵ batches; our budget is ~10³ pairs]"),
             "batch": S(2, "[code train.py: batch 2 scenes]"),
-            "epoch_pairs": S(50, "[ours: code 5000 batches per epoch, cut to fit the budget]"),
+            "epoch_pairs": S(50, "[ours: code 5000 batches of 2 scenes per epoch; cut to fit]"),
             "desc_dim": S(32, "[paper §15.2 testbed; code 128]"),
             "threshold": S(2.0, "[code cvlab-epfl/disk:disk/loss/rewards.py:DepthReward]"),
         },
