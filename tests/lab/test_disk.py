@@ -62,6 +62,7 @@ def test_scorer_counts_correct_matches_on_an_exact_shift():
     m = match_metrics(grid_patches, pairs)
     assert m["keypoints"] == 64
     assert m["correct"] >= 40 and m["precision"] >= 0.9
+    assert m["homography_3px"] == 1.0
     wrong = np.array([[1.0, 0, -8], [0, 1, 0], [0, 0, 1]])  # the labels of the opposite shift
     flipped = [type(p)(p.image1, p.image2, wrong) for p in pairs]
     assert match_metrics(grid_patches, flipped)["correct"] < 5
@@ -75,3 +76,17 @@ def test_harris_finds_the_corners_of_a_square():
     near = np.abs(xy[:, None, :] - corners[None, :, :]).max(-1) <= 2  # [K, 4]
     assert near.any(0).all()  # every corner found
     assert near.any(1).all()  # nothing else: edges and flat cells have no positive response
+
+
+def test_ransac_recovers_the_homography_despite_outliers():
+    from policylab.envs.procedural.image_pairs import project, random_homography
+    from policylab.lab.image_pairs import corner_error, ransac_homography
+
+    rng = np.random.default_rng(0)
+    truth = random_homography(rng, warp=8.0)
+    p1 = rng.uniform(0, 63, size=(30, 2))
+    p2 = project(truth, p1)
+    p2[:10] = rng.uniform(0, 63, size=(10, 2))  # a third are wrong matches
+    assert corner_error(ransac_homography(p1, p2), truth) < 1e-6
+    assert corner_error(ransac_homography(p1[:3], p2[:3]), truth) == float("inf")
+    assert corner_error(np.eye(3), truth) > 1.0
