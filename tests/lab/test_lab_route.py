@@ -90,3 +90,10 @@ def test_the_catalogue_registers_every_seed_lab_system():
     assert expected_methods <= set(lab_methods.names())
     expected_tasks = {"combination_lock", "noisy_point_mass", "tracking", "recsys"}
     assert expected_tasks | {"recsys_lists", "multiview"} <= set(lab_tasks.names())
+
+
+def test_an_unknown_knob_names_the_accepted_ones():
+    from policylab.lab import build
+
+    with pytest.raises(ValueError, match="no knob 'arm'; its knobs: arms"):
+        build("lab/toy_bandit", 0, arm=3)

@@ -14,6 +14,7 @@ A lab method whose state holds networks gives `checkpoint` (its tensors and numb
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 from policylab.registry import Registry
@@ -39,7 +40,11 @@ def build(task: str, seed: int, **knobs) -> Problem:
     """The seeded instance of `lab/<name>`; unknown knobs name the accepted ones."""
     name = task[len(PREFIX) :] if is_lab_task(task) else task
     make = lab_tasks.get(name)
-    try:
-        return make(seed=seed, **knobs)
-    except TypeError as err:
-        raise ValueError(f"task {task!r}: {err}") from None
+    accepted = [k for k in inspect.signature(make).parameters if k != "seed"]
+    unknown = sorted(set(knobs) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"task {task!r} has no knob {', '.join(map(repr, unknown))}; its knobs: "
+            f"{', '.join(accepted) or 'none'}"
+        )
+    return make(seed=seed, **knobs)
