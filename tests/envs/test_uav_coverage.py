@@ -89,13 +89,18 @@ def test_the_script_beats_hovering_and_random_flight():
     cover = {}
     for name in ("script", "hover", "random"):
         env = UAVCoverage(cfg, 4)
-        obs, done, rng = env.reset(torch.Generator().manual_seed(3)), False, np.random.default_rng(0)
+        obs, done, rng = (
+            env.reset(torch.Generator().manual_seed(3)),
+            False,
+            np.random.default_rng(0),
+        )
         while not done:
-            act = {
-                "script": lambda o: scripted_actions(o, cfg),
-                "hover": lambda o: np.zeros(o.shape[:-1] + (2,)),
-                "random": lambda o: rng.uniform(-1, 1, o.shape[:-1] + (2,)),
-            }[name](obs)
+            if name == "script":
+                act = scripted_actions(obs, cfg)
+            elif name == "hover":
+                act = np.zeros(obs.shape[:-1] + (2,))
+            else:
+                act = rng.uniform(-1, 1, obs.shape[:-1] + (2,))
             obs, _, done = env.step(act)
         cover[name] = env.metrics()["coverage"].mean()
     assert cover["script"] > 0.5 > cover["random"] > cover["hover"]

@@ -57,7 +57,10 @@ def test_actor_is_invariant_to_the_order_of_pois_and_reads_no_padding():
     start = SELF + (cfg.max_agents - 1) * AGENT
     obs[0, start : start + 8] = torch.tensor([0.1, 0.2, 1.0, 1.0, -0.3, 0.1, 0.5, 1.0])
     swapped = obs.clone()
-    swapped[0, start : start + 4], swapped[0, start + 4 : start + 8] = obs[0, start + 4 : start + 8], obs[0, start : start + 4]
+    swapped[0, start : start + 4], swapped[0, start + 4 : start + 8] = (
+        obs[0, start + 4 : start + 8],
+        obs[0, start : start + 4],
+    )
     padded_junk = obs.clone()
     padded_junk[0, start + 8 : start + 11] = 7.0  # a slot whose `present` flag is 0
     a = actor(obs)

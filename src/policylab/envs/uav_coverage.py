@@ -212,15 +212,18 @@ class UAVCoverage:
         # other agents, in index order without self
         rel = self.pos[:, None] - self.pos[:, :, None]  # [B, i, j, 2] = p_j − p_i
         seen = np.linalg.norm(rel, axis=-1) <= c.sense_radius
-        feats = np.concatenate(
-            [
-                rel,
-                np.broadcast_to(self.battery[:, None, :, None], (b, n, n, 1)),
-                np.broadcast_to(kind[None, None], (b, n, n, 2)),
-                np.ones((b, n, n, 1)),
-            ],
-            -1,
-        ) * seen[..., None]
+        feats = (
+            np.concatenate(
+                [
+                    rel,
+                    np.broadcast_to(self.battery[:, None, :, None], (b, n, n, 1)),
+                    np.broadcast_to(kind[None, None], (b, n, n, 2)),
+                    np.ones((b, n, n, 1)),
+                ],
+                -1,
+            )
+            * seen[..., None]
+        )
         others = ~np.eye(n, dtype=bool)
         start = SELF
         for i in range(n):

@@ -4,7 +4,7 @@ graph-attention actors, policies/graph.py) and `uav_script` (the scripted refere
 
 Both learners are MADDPG (Lowe et al. 2017, arXiv:1706.02275): decentralised
 deterministic actors μ_i(o_i), centralised critics Q_i(o_1..o_N, a_1..a_N), replay and
-soft target updates — the update is trainers/offpolicy.maddpg_update, the buffer
+soft target updates — the update is trainers/maddpg.maddpg_update (the off-policy trainer's), the buffer
 workflows/replay.ReplayBuffer, the target algebra/deterministic.td_target; only the
 actor differs. One method step, read top to bottom:
   1. act: uniform random actions for the first `learning_starts` env steps, then
@@ -33,7 +33,7 @@ from policylab.policies.deterministic import DeterministicActor, QCritic
 from policylab.policies.graph import HeteroGraphActor
 from policylab.recipes.base import S
 from policylab.tabular.methods import TabularMethod
-from policylab.trainers.offpolicy import Agent, maddpg_update
+from policylab.trainers.maddpg import Agent, maddpg_update
 from policylab.workflows.replay import ReplayBuffer
 
 _MADDPG = "paper Lowe et al. 2017 arXiv:1706.02275 §5"
