@@ -59,6 +59,7 @@ def test_train_from_the_api_scores_against_the_script(algo, tmp_path):
         assert result.evals[-1]["eval/score"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_resume_is_exact(tmp_path):
     common = {
         "task": "lab/uav_coverage",
