@@ -33,7 +33,7 @@ COUNTS = ((3, 30), *HELD_OUT)
 LEARNERS = ("maddpg", "hgam_provisional")
 
 
-def run(name: str, seed: int, budget: int, episodes: int) -> dict:
+def run(name: str, seed: int, budget: int, episodes: int, overrides: dict) -> dict:
     """Train `name` for `budget` env steps on seed `seed`; its metrics per count setting."""
     torch.set_num_threads(1)
     started, cpu = time.perf_counter(), time.process_time()
@@ -42,7 +42,7 @@ def run(name: str, seed: int, budget: int, episodes: int) -> dict:
         team = ScriptPolicy()
     else:
         method = lab_methods.get(name)
-        options = method.build_options({})
+        options = method.build_options(overrides)
         g = torch.Generator().manual_seed(seed)
         state, spent = method.init(problem, options, g), 0
         while spent < budget:
@@ -72,18 +72,20 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=12_000, help="env steps per learner")
     parser.add_argument("--episodes", type=int, default=16, help="eval episodes per count")
     parser.add_argument("--jobs", type=int, default=1, help="processes")
+    parser.add_argument("--options", default="{}", help="learner options (json), both learners")
     parser.add_argument("--out", default="", help="write the raw results (json) here")
     args = parser.parse_args()
     load_before, started = os.getloadavg(), time.perf_counter()
     jobs = [(n, s) for s in range(args.seeds) for n in (*LEARNERS, "uav_script")]
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run, n, s, args.budget, args.episodes) for n, s in jobs]
+        overrides = json.loads(args.options)
+        futures = [pool.submit(run, n, s, args.budget, args.episodes, overrides) for n, s in jobs]
         results = [f.result() for f in futures]
     by = {(r["name"], r["seed"]): r for r in results}
     names = (*LEARNERS, "uav_script")
     print(
         f"# lab/uav_coverage, {args.seeds} seeds, {args.budget} env steps per learner, "
-        f"{args.episodes} eval episodes per count"
+        f"{args.episodes} eval episodes per count; learner options {args.options}"
     )
     for metric in ("coverage", "jain", "charge_eff"):
         print(f"\n## {metric} (mean [95 % CI] over seeds)\n")

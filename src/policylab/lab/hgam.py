@@ -4,9 +4,9 @@ graph-attention actors, policies/graph.py) and `uav_script` (the scripted refere
 
 Both learners are MADDPG (Lowe et al. 2017, arXiv:1706.02275): decentralised
 deterministic actors μ_i(o_i), centralised critics Q_i(o_1..o_N, a_1..a_N), replay and
-soft target updates — the update is trainers/maddpg.maddpg_update (the off-policy trainer's), the buffer
-workflows/replay.ReplayBuffer, the target algebra/deterministic.td_target; only the
-actor differs. One method step, read top to bottom:
+soft target updates — the update is the off-policy trainer's
+trainers/maddpg.maddpg_update, the buffer workflows/replay.ReplayBuffer, the target
+algebra/deterministic.td_target; only the actor differs. One method step, read top to bottom:
   1. act: uniform random actions for the first `learning_starts` env steps, then
      clip(μ_i(o_i) + σ·N(0, 1), −1, 1), in `envs` episodes at once;
   2. store (o_i, a_i, r_i, o_i') per agent; every episode ends at the horizon, a truncation
@@ -42,7 +42,8 @@ _CLEANRL = "code cleanrl:ddpg_continuous_action.py"
 
 @dataclass
 class MADDPGOptions:
-    lr: float = option(1e-3, help="Adam step of actors and critics")
+    lr: float = option(1e-3, help="Adam step of the critics")
+    actor_lr: float = option(1e-4, help="Adam step of the actors")
     gamma: float = option(0.95, help="discount γ")
     tau: float = option(0.01, help="soft target update τ")
     batch_size: int = option(128, help="replay minibatch")
@@ -56,7 +57,7 @@ class MADDPGOptions:
     width: int = option(32, help="graph attention width (hgam only)")
 
     def __post_init__(self) -> None:
-        for name in ("lr", "tau", "exploration_noise"):
+        for name in ("lr", "actor_lr", "tau", "exploration_noise"):
             check_range("options", name, getattr(self, name), low=0.0, low_open=True)
         check_range("options", "gamma", self.gamma, low=0.0, high=1.0)
         for name in ("batch_size", "buffer_size", "policy_frequency", "envs", "rollout", "width"):
@@ -65,7 +66,12 @@ class MADDPGOptions:
 
 
 DEFAULTS = {
-    "lr": S(1e-3, f"[ours] the MADDPG paper's 0.01 ({_MADDPG}) diverged-prone at our batch"),
+    "lr": S(1e-3, "[paper Lillicrap et al. 2015 arXiv:1509.02971 §7] critic 10⁻³ (MADDPG: 0.01)"),
+    "actor_lr": S(
+        1e-4,
+        "[paper Lillicrap et al. 2015 arXiv:1509.02971 §7] actor 10⁻⁴; at 10⁻³ both learners "
+        "saturated tanh and flew to the walls in every seed (docs, benchmarks/hgam.py)",
+    ),
     "gamma": S(0.95, f"[{_MADDPG}] γ = 0.95"),
     "tau": S(0.01, f"[{_MADDPG}] τ = 0.01"),
     "batch_size": S(128, f"[ours] CPU budget; the paper uses 1024 ({_MADDPG})"),
@@ -103,7 +109,7 @@ def _agents(kind: str, cfg, options: MADDPGOptions) -> list[Agent]:
                 critic,
                 copy.deepcopy(actor),
                 copy.deepcopy(critic),
-                torch.optim.Adam(actor.parameters(), lr=options.lr),
+                torch.optim.Adam(actor.parameters(), lr=options.actor_lr),
                 torch.optim.Adam(critic.parameters(), lr=options.lr),
             )
         )
