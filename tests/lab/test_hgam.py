@@ -36,6 +36,8 @@ def test_two_steps_change_every_trainable_parameter(algo):
                 continue  # the only charger has no charger neighbour: that edge type is empty
             if name in ("charger.w_target", "charger.a"):
                 continue  # one charger neighbour: α = softmax of one score = 1, no gradient
+            if name.endswith(".w_target"):
+                continue  # moves only when scores straddle LeakyReLU's kink (test_graph.py)
             assert not torch.equal(p, old[name]), f"{algo}: agent {i} actor {name} did not move"
 
 

@@ -70,3 +70,19 @@ def test_actor_is_invariant_to_the_order_of_pois_and_reads_no_padding():
     moved = obs.clone()
     moved[0, start] = 0.4  # the actor does read PoIs
     assert not torch.allclose(a, actor(moved))
+
+
+def test_the_target_term_shifts_every_score_alike_so_only_the_leaky_kink_gives_it_a_gradient():
+    # aᵀ[W_t h_i ‖ W_s h_j] = a_tᵀW_t h_i + a_sᵀW_s h_j: the first term is the same for every
+    # neighbour j, and softmax ignores a shared shift, unless LeakyReLU bends some scores
+    # (GAT's "static attention", Brody et al. 2021, arXiv:2105.14491)
+    def grad_of_w_target(neigh):
+        w_t = EYE.clone().requires_grad_(True)
+        out, _ = gat_attention(H_I, neigh, torch.ones(1, 2, dtype=torch.bool), w_t, EYE, A)
+        out.sum().backward()
+        return w_t.grad
+
+    same_side = torch.tensor([[[0.0, 1.0], [2.0, 0.5]]], dtype=torch.float64)  # e = [2, 1.5]
+    straddle = torch.tensor([[[0.0, 1.0], [0.0, -3.0]]], dtype=torch.float64)  # e = [2, −0.4]
+    assert grad_of_w_target(same_side).abs().max().item() < 1e-12
+    assert grad_of_w_target(straddle).abs().max().item() > 1e-3
