@@ -88,7 +88,8 @@ def test_the_catalogue_registers_every_seed_lab_system():
         "oracle_views",  # §16
     }
     assert expected_methods <= set(lab_methods.names())
-    expected_tasks = {"combination_lock", "noisy_point_mass", "tracking", "recsys"}
+    expected_tasks = {"combination_lock", "noisy_point_mass", "tracking", "recsys", "uav_coverage"}
+    expected_tasks |= {"image_pairs"}
     assert expected_tasks | {"recsys_lists", "multiview"} <= set(lab_tasks.names())
 
 

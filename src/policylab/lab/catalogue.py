@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import policylab.lab.afgr  # noqa: F401  (§16 AFGR; imported to register its entries)
 import policylab.lab.disk  # noqa: F401  (§15 DISK: lab/image_pairs; disk, supervised_grid, harris)
+import policylab.lab.hgam  # noqa: F401  (§12: lab/uav_coverage; hgam_provisional, maddpg, uav_script)
 import policylab.lab.hnpg  # noqa: F401  (§8: lab/combination_lock; hnpg, trpo, fqe_greedy)
 import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
 import policylab.lab.ppga  # noqa: F401  (§9: lab/noisy_point_mass, PPGA, MAP-Elites, CMA-MAE)
