@@ -40,9 +40,11 @@ def build(task: str, seed: int, **knobs) -> Problem:
     """The seeded instance of `lab/<name>`; unknown knobs name the accepted ones."""
     name = task[len(PREFIX) :] if is_lab_task(task) else task
     make = lab_tasks.get(name)
-    accepted = [k for k in inspect.signature(make).parameters if k != "seed"]
+    parameters = inspect.signature(make).parameters
+    accepted = [k for k, p in parameters.items() if k != "seed" and p.kind != p.VAR_KEYWORD]
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in parameters.values())  # checks its own
     unknown = sorted(set(knobs) - set(accepted))
-    if unknown:
+    if unknown and not open_ended:
         raise ValueError(
             f"task {task!r} has no knob {', '.join(map(repr, unknown))}; its knobs: "
             f"{', '.join(accepted) or 'none'}"
