@@ -752,6 +752,24 @@ class ControlConfig(RunSchema):
     iqn_target_every: int = Field(100, ge=1, description="pg_rainbow: target sync (IQN steps)")
     replay_capacity: int = Field(100_000, ge=1, description="pg_rainbow: replay transitions")
     replay_min: int = Field(1_000, ge=1, description="pg_rainbow: V_θ alone until this many")
+    # image augmentation of the learning passes (CG2A's hook, trainers/augmented.py)
+    augment: list[str] | None = Field(
+        None,
+        description="image augmentations of the PPO passes: shift, colour_jitter, random_conv, "
+        "grayscale (None = the algorithm's: all four for cg2a_ppo_provisional, none for ppo; "
+        "[] = none)",
+    )
+    gradient_combine: str | None = Field(
+        None,
+        description="with augment: per_row (one pass, one augmentation drawn per row) or a "
+        "registered combiner of one gradient per augmentation: mean, equal_norm, min_norm, "
+        "soft_surgery, cg2a (None = the algorithm's, else per_row)",
+    )
+    gradient_combine_options: dict[str, Any] | None = Field(
+        None,
+        description="combiner options: kappa (surgery strength, 0..1), solver (equal_norm or "
+        "min_norm), min_norm_iters (None = the algorithm's, else the defaults)",
+    )
     normalize_obs: bool = Field(False, description="running mean/var observation normaliser")
     normalize_reward: bool = Field(
         False, description="scale rewards by the running std of the discounted return"
@@ -852,6 +870,15 @@ class ControlConfig(RunSchema):
                     f"use_sde=true needs the mlp policy; algo={self.algo!r} uses {policy!r}: "
                     "choose an algorithm with the mlp policy (ppo) or use_sde=false"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _augment(self) -> ControlConfig:
+        """augment, gradient_combine and its options name registered parts (checked before
+        any environment is built)."""
+        from policylab.trainers.augmented import check_augment
+
+        check_augment(self)
         return self
 
     @model_validator(mode="after")

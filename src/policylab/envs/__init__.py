@@ -13,5 +13,11 @@ if ID_TWO_GOAL not in gymnasium.registry:
     gymnasium.register(ID_TWO_GOAL, entry_point=TwoGoalEnv)
 if ID_TRADE_SIM not in gymnasium.registry:
     gymnasium.register(ID_TRADE_SIM, entry_point=TradeSimEnv)
+if "policylab/VisualReach-v0" not in gymnasium.registry:  # CG2A's testbed (control §10)
+    gymnasium.register(
+        "policylab/VisualReach-v0",
+        entry_point="policylab.envs.procedural.visual_reach:VisualReachEnv",
+        max_episode_steps=20,
+    )
 
 __all__ = ["GOALS", "ID_TRADE_SIM", "ID_TWO_GOAL", "TradeSimEnv", "TwoGoalEnv", "goal_fractions"]
