@@ -919,6 +919,18 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
         "eval_every": 5,
         "eval_env_kwargs": {"split": "test"},  # held-out series, disjoint from training's
     },
+    "policylab/VisualReach-v0": {  # CG2A's testbed (control §10), all [ours]: benchmarks/cg2a.py
+        "num_envs": 8,
+        "num_steps": 64,
+        "minibatch_size": 128,
+        "epochs": 8,
+        "lr": 1e-3,
+        "ent_coef": 0.01,
+        "total_steps": 16_384,  # CPU scale; the spec's 2·10⁵ is 12× more
+        "eval_every": 8,
+        "eval_episodes": 32,
+        "eval_env_kwargs": {"split": "test"},  # unseen colours and textures
+    },
     "CartPole-v1": {
         "num_envs": 8,  # [zoo]
         "num_steps": 32,  # [zoo]

@@ -75,11 +75,7 @@ def hue_rotation(turns: torch.Tensor) -> torch.Tensor:
     cross = torch.tensor([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]], dtype=turns.dtype)
     outer = torch.outer(k, k)
     eye = torch.eye(3, dtype=turns.dtype)
-    return (
-        cos.view(-1, 1, 1) * eye
-        + sin.view(-1, 1, 1) * cross
-        + (1 - cos).view(-1, 1, 1) * outer
-    )
+    return cos.view(-1, 1, 1) * eye + sin.view(-1, 1, 1) * cross + (1 - cos).view(-1, 1, 1) * outer
 
 
 @image_augmentations.register("colour_jitter")

@@ -152,9 +152,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     torch.manual_seed(cfg.seed)
     collector = make_collector(cfg, cfg.seed)
     policy, iqn = make_policy(cfg, collector.envs)
-    augmenter = make_augmenter(
-        cfg, recipes.get(cfg.algo), collector.envs.single_observation_space
-    )
+    augmenter = make_augmenter(cfg, recipes.get(cfg.algo), collector.envs.single_observation_space)
     spaces = saved_spaces(collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
