@@ -4,6 +4,7 @@ backgrounds better than a naive combination? (papers/seed_control_theory.md §10
 
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/cg2a.py --seeds 5 \
         --steps 16384 --workers 2 --out /tmp/cg2a.md
+    ... benchmarks/cg2a.py --table-only   # the table of every run recorded in --work-dir
 
 Arms, equal environment steps, the same PPO settings (COMMON):
 - ppo: no augmentation;
@@ -146,7 +147,17 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--work-dir", default="runs/cg2a")
     p.add_argument("--out", default=None, help="also write the Markdown table here")
+    p.add_argument(
+        "--table-only", action="store_true", help="table every record in --work-dir, train none"
+    )
     args = p.parse_args()
+    if args.table_only:
+        records = [json.loads(f.read_text()) for f in sorted(Path(args.work_dir).glob("*.json"))]
+        text = table(records)
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text)
+        return
     arms = args.arms.split(",")
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
