@@ -78,7 +78,6 @@ def test_one_augmentation_makes_every_combiner_the_plain_gradient():
     assert torch.allclose(grads[0], grads[0][0].expand(3))
 
 
-@pytest.mark.slow
 def test_mechanism_metrics_are_logged_and_the_update_reaches_every_parameter(tmp_path):
     cfg = load(
         ControlConfig,
@@ -100,7 +99,6 @@ def test_mechanism_metrics_are_logged_and_the_update_reaches_every_parameter(tmp
         assert not torch.equal(value, after["policy"][name]), name
 
 
-@pytest.mark.slow
 def test_plain_ppo_logs_no_combine_metrics_and_differs_from_augmented(tmp_path):
     plain = load(ControlConfig, None, dict(TINY, total_steps=128, run_dir=str(tmp_path / "p")))
     shifted = plain.model_copy(update={"augment": ["shift"], "run_dir": str(tmp_path / "s")})
@@ -110,7 +108,6 @@ def test_plain_ppo_logs_no_combine_metrics_and_differs_from_augmented(tmp_path):
     assert not any(k.startswith("combine/") for k in a) and a["loss"] != b["loss"]
 
 
-@pytest.mark.slow
 def test_cg2a_resume_2_plus_2_equals_4(tmp_path):
     fields = dict(TINY, algo="cg2a_ppo_provisional", schedule="constant", eval_every=2)
     straight = load(ControlConfig, None, dict(fields, total_steps=512, run_dir=str(tmp_path / "a")))
