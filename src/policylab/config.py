@@ -757,6 +757,24 @@ class ControlConfig(RunSchema):
     iqn_target_every: int = Field(100, ge=1, description="pg_rainbow: target sync (IQN steps)")
     replay_capacity: int = Field(100_000, ge=1, description="pg_rainbow: replay transitions")
     replay_min: int = Field(1_000, ge=1, description="pg_rainbow: V_θ alone until this many")
+    # image augmentation of the learning passes (CG2A's hook, trainers/augmented.py)
+    augment: list[str] | None = Field(
+        None,
+        description="image augmentations of the PPO passes: shift, colour_jitter, random_conv, "
+        "grayscale (None = the algorithm's: all four for cg2a_ppo_provisional, none for ppo; "
+        "[] = none)",
+    )
+    gradient_combine: str | None = Field(
+        None,
+        description="with augment: per_row (one pass, one augmentation drawn per row) or a "
+        "registered combiner of one gradient per augmentation: mean, equal_norm, min_norm, "
+        "soft_surgery, cg2a (None = the algorithm's, else per_row)",
+    )
+    gradient_combine_options: dict[str, Any] | None = Field(
+        None,
+        description="combiner options: kappa (surgery strength, 0..1), solver (equal_norm or "
+        "min_norm), min_norm_iters (None = the algorithm's, else the defaults)",
+    )
     normalize_obs: bool = Field(False, description="running mean/var observation normaliser")
     normalize_reward: bool = Field(
         False, description="scale rewards by the running std of the discounted return"
@@ -860,6 +878,15 @@ class ControlConfig(RunSchema):
         return self
 
     @model_validator(mode="after")
+    def _augment(self) -> ControlConfig:
+        """augment, gradient_combine and its options name registered parts (checked before
+        any environment is built)."""
+        from policylab.trainers.augmented import check_augment
+
+        check_augment(self)
+        return self
+
+    @model_validator(mode="after")
     def _sizes(self) -> ControlConfig:
         batch = self.num_envs * self.num_steps
         if batch % self.minibatch_size:
@@ -904,6 +931,18 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
         "minibatch_size": 250,
         "total_steps": 100_000,
         "eval_episodes": 50,
+    },
+    "policylab/VisualReach-v0": {  # CG2A's testbed (control §10), all [ours]: benchmarks/cg2a.py
+        "num_envs": 8,
+        "num_steps": 64,
+        "minibatch_size": 128,
+        "epochs": 8,
+        "lr": 1e-3,
+        "ent_coef": 0.01,
+        "total_steps": 16_384,  # CPU scale; the spec's 2·10⁵ is 12× more
+        "eval_every": 8,
+        "eval_episodes": 32,
+        "eval_env_kwargs": {"split": "test"},  # unseen colours and textures
     },
     "CartPole-v1": {
         "num_envs": 8,  # [zoo]

@@ -18,6 +18,12 @@ if ID_TRADE_SIM not in gymnasium.registry:
     gymnasium.register(ID_TRADE_SIM, entry_point=TradeSimEnv)
 if ID_MARKET_MAKING not in gymnasium.registry:
     gymnasium.register(ID_MARKET_MAKING, entry_point=MarketMakingEnv)
+if "policylab/VisualReach-v0" not in gymnasium.registry:  # CG2A's testbed (control §10)
+    gymnasium.register(
+        "policylab/VisualReach-v0",
+        entry_point="policylab.envs.procedural.visual_reach:VisualReachEnv",
+        max_episode_steps=20,
+    )
 
 __all__ = [
     "GOALS",

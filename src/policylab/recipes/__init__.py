@@ -13,6 +13,7 @@ components with these defaults.
 
 from policylab.recipes import (  # noqa: F401
     agents,
+    cg2a,
     control,
     core,
     gui,

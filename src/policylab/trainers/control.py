@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -28,6 +29,7 @@ from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
 from policylab.recipes.compose import components
 from policylab.stages.pipeline import control_pipeline
+from policylab.trainers.augmented import augmented_backward, make_augmenter
 from policylab.trainers.run import (
     Run,
     latest_checkpoint,
@@ -149,6 +151,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     torch.manual_seed(cfg.seed)
     collector = make_collector(cfg, cfg.seed)
     policy, iqn = make_policy(cfg, collector.envs)
+    augmenter = make_augmenter(cfg, recipes.get(cfg.algo), collector.envs.single_observation_space)
     spaces = saved_spaces(collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
@@ -240,6 +243,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
                 generator,
                 rows,
                 weight,
+                augmenter,
             )
             if iqn is not None:  # PG-Rainbow: replay the batch, M IQN steps (papers §17.4)
                 iqn.push(batch, policy.normalize(collector.obs))
@@ -394,13 +398,23 @@ def saved_spaces(envs) -> dict | None:
 
 
 def _learn(
-    policy, optimiser, value_loss, policy_loss, batch, adv, returns, cfg, generator, kept, weight
+    policy,
+    optimiser,
+    value_loss,
+    policy_loss,
+    batch,
+    adv,
+    returns,
+    cfg,
+    generator,
+    kept,
+    weight,
+    augmenter=None,
 ) -> dict[str, float]:
     """`cfg.epochs` passes of shuffled minibatches of the `kept` rows (each weighted by
     `weight` [B, 1], 0/1); stops early once the approximate KL (Schulman's k3,
-    E[(r − 1) − log r]) of a minibatch exceeds `cfg.target_kl`."""
-    rollouts = batch.rollouts
-    old_logp, old_values = rollouts.logprobs[:, 0], rollouts.values[:, 0]
+    E[(r − 1) − log r]) of a minibatch exceeds `cfg.target_kl`. With an `augmenter` the
+    gradient is that of augmented observations (trainers/augmented.py)."""
     params = [p for group in optimiser.param_groups for p in group["params"]]
     every_row = bool(weight.all())  # no selection dropped a row: no minibatch can be empty
     history: list[tuple[float, dict[str, float]]] = []
@@ -411,37 +425,27 @@ def _learn(
     for _ in range(cfg.epochs):
         order = kept[torch.randperm(len(kept), generator=generator)]
         for rows in order.split(cfg.minibatch_size):
-            extras = {key: value[rows] for key, value in rollouts.extras.items()}
-            logp, entropy, values = policy.evaluate(
-                batch.obs[rows], rollouts.actions[rows], extras=extras
-            )
             mask = weight[rows]
-            if not every_row and not mask.any():  # a selection left this minibatch nothing
-                continue
-            a = adv[rows].unsqueeze(-1)
-            if cfg.norm_adv and len(rows) > 1:
-                a = masked_whiten(a, mask, unbiased=True)
-            pg_loss, pg = policy_loss(
-                logprobs=logp.unsqueeze(-1),
-                old_logprobs=old_logp[rows].unsqueeze(-1),
-                advantages=a,
-                response_mask=mask,
+            losses = partial(
+                _pass_loss, policy, policy_loss, value_loss, batch, rows, adv, returns, mask, cfg
             )
-            v_loss, vf = value_loss(
-                values.unsqueeze(-1),
-                old_values[rows].unsqueeze(-1),
-                returns[rows].unsqueeze(-1),
-                mask,
-            )
-            loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy.mean()
-            optimiser.zero_grad(set_to_none=True)
-            loss.backward()
+            if augmenter is None:
+                result = losses(batch.obs[rows], skip_empty=not every_row)
+                if result is None:  # a selection left this minibatch nothing
+                    continue
+                loss, entropy, approx_kl, pg, vf = result
+                optimiser.zero_grad(set_to_none=True)
+                loss.backward()
+            else:  # K augmented passes combined into .grad (trainers/augmented.py)
+                if not every_row and not mask.any():
+                    continue
+                loss, entropy, approx_kl, pg, vf = augmented_backward(
+                    augmenter, losses, batch.obs[rows], params, generator
+                )
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or math.inf)
             optimiser.step()
             with torch.no_grad():
-                log_ratio = logp - old_logp[rows]
-                approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
-                own.append(torch.stack([loss, entropy.mean(), approx_kl, norm.to(loss.dtype)]))
+                own.append(torch.stack([loss, entropy, approx_kl, norm.to(loss.dtype)]))
             history.append((1.0, {**pg, **vf}))
             if cfg.target_kl is not None and float(approx_kl) > cfg.target_kl:
                 stopped = True
@@ -456,6 +460,40 @@ def _learn(
     if getattr(policy, "log_std", None) is not None:
         out["policy/std"] = float(policy.log_std.detach().exp().mean())
     return out
+
+
+def _pass_loss(
+    policy, policy_loss, value_loss, batch, rows, adv, returns, mask, cfg, obs, skip_empty=False
+):
+    """One minibatch's PPO loss on observations `obs` (the rollout's, or augmented ones):
+    (loss, entropy mean, approximate KL, policy-loss metrics, value-loss metrics); None
+    when `skip_empty` and the mask keeps no row."""
+    rollouts = batch.rollouts
+    extras = {key: value[rows] for key, value in rollouts.extras.items()}
+    logp, entropy, values = policy.evaluate(obs, rollouts.actions[rows], extras=extras)
+    if skip_empty and not mask.any():
+        return None
+    a = adv[rows].unsqueeze(-1)
+    if cfg.norm_adv and len(rows) > 1:
+        a = masked_whiten(a, mask, unbiased=True)
+    old_logp = rollouts.logprobs[rows, 0]
+    pg_loss, pg = policy_loss(
+        logprobs=logp.unsqueeze(-1),
+        old_logprobs=old_logp.unsqueeze(-1),
+        advantages=a,
+        response_mask=mask,
+    )
+    v_loss, vf = value_loss(
+        values.unsqueeze(-1),
+        rollouts.values[rows, 0].unsqueeze(-1),
+        returns[rows].unsqueeze(-1),
+        mask,
+    )
+    loss = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * entropy.mean()
+    with torch.no_grad():
+        log_ratio = logp - old_logp
+        approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
+    return loss, entropy.mean(), approx_kl, pg, vf
 
 
 def summary_table(
