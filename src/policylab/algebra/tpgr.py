@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from policylab.algebra.view_rewards import discounted_returns as time_first_returns
+
 
 def discounted_returns(rewards: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Q_t = Σ_{t'≥t} γ^{t'−t} r_{t'}. rewards [E, L] → [E, L]."""
-    out = torch.zeros_like(rewards)
-    running = torch.zeros_like(rewards[:, 0])
-    for t in range(rewards.shape[1] - 1, -1, -1):
-        running = rewards[:, t] + gamma * running
-        out[:, t] = running
-    return out
+    """Q_t = Σ_{t'≥t} γ^{t'−t} r_{t'}. rewards [E, L] (episode, step) → [E, L]; the time-first
+    form is view_rewards.discounted_returns (one home)."""
+    return time_first_returns(rewards.T, gamma).T
 
 
 def standardise_per_user(returns: torch.Tensor, users: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from policylab.algebra.advantages import gae_over_time
 from policylab.envs.noisy_point_mass import (
     N_REWARDS,
     OBS_DIM,
@@ -63,16 +64,16 @@ def init_critics(env: NoisyPointMass, n: int, generator: torch.Generator) -> tor
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float) -> torch.Tensor:
     """Per-head GAE over time axis 1, the episode ending after the last step (no
-    bootstrap): rewards, values [L, T, E, K] → advantages [L, T, E, K]."""
+    bootstrap): rewards, values [L, T, E, K] → advantages [L, T, E, K]. The control
+    trainer's `gae_over_time` on the time-first view (one home)."""
     T = rewards.shape[1]
-    adv = torch.zeros_like(rewards)
-    last = torch.zeros_like(rewards[:, 0])
-    for t in reversed(range(T)):
-        next_v = values[:, t + 1] if t + 1 < T else torch.zeros_like(values[:, t])
-        delta = rewards[:, t] + gamma * next_v - values[:, t]
-        last = delta + gamma * lam * last
-        adv[:, t] = last
-    return adv
+    r = rewards.movedim(1, 0).reshape(T, -1)
+    v = values.movedim(1, 0).reshape(T, -1)
+    next_v = torch.cat([v[1:], torch.zeros_like(v[:1])])
+    ended = torch.zeros_like(v, dtype=torch.bool)
+    ended[-1] = True  # the episode ends after its last step: V' = 0, nothing carries over
+    adv, _ = gae_over_time(r, v, next_v, ended, torch.zeros_like(ended), gamma, lam)
+    return adv.reshape(T, *rewards.movedim(1, 0).shape[1:]).movedim(0, 1)
 
 
 def _adam(p, g, m, v, t, lr, active, b1=0.9, b2=0.999, eps=1e-8):
