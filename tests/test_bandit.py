@@ -17,12 +17,21 @@ from policylab.config_offpolicy import is_off_policy
 # on the bandit's 0/1 rewards, once more than ε of a batch succeeds, R_ε = 1 and every
 # kept row has A = 0, so it cannot move (tested below)
 STALLS_HERE = {"capo", "risk_seeking_pg"}
-# off-policy recipes (ddpg) need continuous actions (refused, tested below)
+# off-policy recipes (ddpg) need continuous actions (refused, tested below); rank_grpo's
+# rank_items stage needs a task that scores ranked lists (refused, tested below)
+NEEDS_RANKED_LISTS = {"rank_grpo"}
 LEARNS_HERE = [
     a
     for a in list_algorithms()
-    if a not in STALLS_HERE and not recipes.get(a).workflow_options and not is_off_policy(a)
+    if a not in STALLS_HERE | NEEDS_RANKED_LISTS
+    and not recipes.get(a).workflow_options
+    and not is_off_policy(a)
 ]
+
+
+def test_rank_grpo_is_refused_by_the_bandit_with_its_reason():
+    with pytest.raises(ValueError, match="rank_items' needs a task with relevance"):
+        run_bandit("rank_grpo", BanditConfig(steps=2), seed=0)
 
 
 @pytest.mark.parametrize("algorithm", LEARNS_HERE)

@@ -1125,3 +1125,17 @@ class LabConfig(TabularConfig):
             choices = ", ".join(f"lab/{n}" for n in lab_tasks.names())
             raise ValueError(f"unknown lab task {value!r}; choices: {choices}")
         return value
+
+    @model_validator(mode="after")
+    def _method_runs_on_task(self) -> LabConfig:
+        from policylab.lab.catalogue import lab_methods
+
+        method = lab_methods.get(self.algo)
+        name = self.task.removeprefix("lab/")
+        if method.tasks and name not in method.tasks:
+            same = [m for m in lab_methods.names() if name in lab_methods.get(m).tasks]
+            raise ValueError(
+                f"lab method {self.algo!r} runs on {', '.join(f'lab/{t}' for t in method.tasks)}, "
+                f"not {self.task}; {self.task}'s methods: {', '.join(same) or 'none'}"
+            )
+        return self

@@ -180,7 +180,8 @@ def evaluate_policy(
         from policylab.trainers.control import env_arguments
 
         config = getattr(policy, "config", None)
-        made = env_arguments(config, evaluation=True) if isinstance(config, ControlConfig) else {}
+        own_config = isinstance(config, ControlConfig | OffPolicyConfig)
+        made = env_arguments(config, evaluation=True) if own_config else {}
         env = make_env(str(env), **made)
     elif own and callable(env):
         env = env()

@@ -237,3 +237,23 @@ def test_cli_trains_and_resumes_ddpg(tmp_path, capsys):
     assert [r["env_steps"] for r in evals] == [0, 100, 150]
     assert main(["describe", "ddpg"]) == 0
     assert "td_target" in capsys.readouterr().out
+
+
+def test_a_ddpg_policy_is_evaluated_in_its_own_environment(tmp_path):
+    """env_kwargs and max_episode_steps of an off-policy run reach evaluate_policy(policy,
+    task id), as they do for a PPO run."""
+    import policylab
+
+    cfg = OffPolicyConfig(
+        **{**FAST, "max_episode_steps": 30},
+        env_kwargs={"g": 2.0},
+        total_steps=60,
+        run_dir=str(tmp_path / "r"),
+    )
+    train(cfg)
+    policy = policylab.load_policy(cfg.run_dir)
+    assert policy.config.env_kwargs == {"g": 2.0}
+    _, lengths = policylab.evaluate_policy(
+        policy, "Pendulum-v1", n_eval_episodes=2, return_episode_rewards=True
+    )
+    assert lengths == [30, 30]

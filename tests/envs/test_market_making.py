@@ -159,3 +159,11 @@ def test_the_collector_saves_the_market_for_an_exact_resume():
     state = collector.state_dict()
     assert state is not None  # the Book is a frozen parameter set, not running state
     collector.close()
+
+
+def test_an_arena_refuses_budgets_that_train_algorithms_unequally():
+    from policylab.arena.runner import make_spec
+
+    with pytest.raises(ValueError, match="ppo for 1000 .*a2c for 1500.*multiple of 1000"):
+        make_spec(ID_MARKET_MAKING, "ppo,a2c", 2, budget=1500)
+    assert make_spec(ID_MARKET_MAKING, "ppo,a2c", 2, budget=2000).budget == 2000

@@ -98,3 +98,29 @@ def test_an_unknown_knob_names_the_accepted_ones():
 
     with pytest.raises(ValueError, match="no knob 'arm'; its knobs: arms"):
         build("lab/toy_bandit", 0, arm=3)
+
+
+def test_a_method_on_another_lab_task_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="'tpgr' runs on lab/recsys, not lab/multiview.*afgr"):
+        run_config(None, {"task": "lab/multiview", "algo": "tpgr", "run_dir": str(tmp_path / "r")})
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_resumed_lab_run_keeps_its_knobs(tmp_path):
+    common = {"task": "lab/toy_bandit", "algo": "toy_reinforce", "progress": False}
+    run = str(tmp_path / "run")
+    policylab.train(**common, budget=16, save_every=1, run_dir=run)
+    with pytest.raises(ValueError, match="knobs"):
+        policylab.train(**common, budget=32, knobs={"arms": 2}, run_dir=run, resume=True)
+
+
+def test_a_lab_summary_names_the_best_value_known(tmp_path):
+    policylab.train(
+        task="lab/toy_bandit",
+        algo="toy_reinforce",
+        budget=16,
+        run_dir=str(tmp_path / "r"),
+        progress=False,
+    )
+    text = (tmp_path / "r" / "summary.md").read_text()
+    assert "gap to the best value known" in text and "exact optimum" not in text

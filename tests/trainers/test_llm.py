@@ -30,11 +30,15 @@ def config(small_model_dir, tmp_path, **fields):
 
 # recipes of a control network (fpo's flow, pg_rainbow's quantile critic) are control-only;
 # agent recipes need a multi-turn task (tests/trainers/test_llm_agents.py); ppo trains the
-# language model's value head
+# language model's value head; rank_grpo's rank_items stage needs a ranked-list task
+# (tests/recipes/test_rank_grpo_llm.py)
+NEEDS_RANKED_LISTS = {"rank_grpo"}
 ALGOS = [
     a
     for a in policylab.list_algorithms()
-    if recipes.get(a).policy == GENERIC_POLICY and not recipes.get(a).workflow_options
+    if recipes.get(a).policy == GENERIC_POLICY
+    and not recipes.get(a).workflow_options
+    and a not in NEEDS_RANKED_LISTS
 ]
 
 

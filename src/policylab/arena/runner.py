@@ -182,6 +182,18 @@ def make_spec(
         spec.kind, spec.budget_unit, spec.budget_field = "control", "env steps", "total_steps"
         spec.budget = cfg.total_steps if budget is None else budget
         spec.budget_value = spec.budget
+        # equal env steps: a run stops after whole iterations of num_envs × num_steps, so
+        # algorithms with different batches (ppo's 1000, a2c's 20) would train unequally
+        batches = {c.algo: c.num_envs * c.num_steps for c in configs}
+        trained = {a: spec.budget // b * b for a, b in batches.items()}
+        if len(set(trained.values())) > 1:
+            step = math.lcm(*batches.values())
+            raise ValueError(
+                f"a budget of {spec.budget} env steps trains "
+                + ", ".join(f"{a} for {t} (batch {batches[a]})" for a, t in trained.items())
+                + f": not equal; use a multiple of {step}, e.g. "
+                f"{max(step, spec.budget // step * step)}"
+            )
         return spec
     if hasattr(tasks.get(cfg.task, **cfg.task_knobs), "env"):
         # agents: equal generated tokens (trees and several roles make "samples"

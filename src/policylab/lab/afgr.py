@@ -356,6 +356,7 @@ def register() -> None:
         lab_tasks.add("multiview", multiview)
     add_method(
         TabularMethod(
+            tasks=("multiview",),
             name="afgr",
             title="AFGR: PPO view selection rewarded by confidence gain",
             paper=PAPER,
@@ -380,6 +381,7 @@ def register() -> None:
     ):
         add_method(
             TabularMethod(
+                tasks=("multiview",),
                 name=name,
                 title=title,
                 paper=f"baseline for AFGR ({PAPER})",

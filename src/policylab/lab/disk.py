@@ -300,6 +300,7 @@ def harris_step(problem, state, options, generator):
 CODE = "[code cvlab-epfl/disk:train.py]"
 add_method(
     TabularMethod(
+        tasks=("image_pairs",),
         name="disk",
         title="DISK: keypoints and matches by policy gradient",
         paper=PAPER,
@@ -322,6 +323,7 @@ add_method(
 )
 add_method(
     TabularMethod(
+        tasks=("image_pairs",),
         name="supervised_grid",
         title="Triplet-loss descriptors on a fixed keypoint grid (DISK's baseline)",
         paper="seed_control_theory.md §15.2 baseline; triplet loss as HardNet, arXiv 1705.10872",
@@ -342,6 +344,7 @@ add_method(
 )
 add_method(
     TabularMethod(
+        tasks=("image_pairs",),
         name="harris",
         title="Harris corners with raw-patch descriptors (untrained)",
         paper="Harris & Stephens, A combined corner and edge detector, 1988",

@@ -97,6 +97,7 @@ def restore(problem, options, saved):
 
 add_method(
     TabularMethod(
+        tasks=("combination_lock",),
         name="fqe_greedy",
         title="Offline fitted Q iteration, greedy over one-hot actions (HNPG's offline baseline)",
         paper="HNPG arena baseline, arXiv:2311.08384 §6; our construction",

@@ -234,6 +234,7 @@ _FORMULA = (
 
 add_method(
     TabularMethod(
+        tasks=("uav_coverage",),
         name="maddpg",
         title="MADDPG with MLP actors on padded observations",
         paper="Lowe et al. 2017, Multi-agent actor-critic for mixed environments, arXiv:1706.02275",
@@ -251,6 +252,7 @@ add_method(
 
 add_method(
     TabularMethod(
+        tasks=("uav_coverage",),
         name="hgam_provisional",
         title="HGAM: heterogeneous graph-attention actors, MADDPG critics (our reading)",
         paper="Hu et al. 2025, Breaking the pre-planning barrier, arXiv:2501.14488",
@@ -284,6 +286,7 @@ def _script_step(problem, state, options, generator):
 
 add_method(
     TabularMethod(
+        tasks=("uav_coverage",),
         name="uav_script",
         title="Scripted reference: nearest PoI with data, charger below 30 % battery",
         paper="papers/seed_control_theory.md §12.2 (ours)",

@@ -235,6 +235,7 @@ FORMULA = (
 
 add_method(
     TabularMethod(
+        tasks=("combination_lock",),
         name="hnpg",
         title="HNPG: hybrid on/offline natural policy gradient",
         paper="Zhou et al., ICLR 2024, arXiv:2311.08384",
@@ -250,6 +251,7 @@ add_method(
 )
 add_method(
     TabularMethod(
+        tasks=("combination_lock",),
         name="trpo",
         title="TRPO with per-step critics (HNPG with the offline data off)",
         paper="Schulman et al., arXiv:1502.05477; as HNPG's code with HYBRID = False",

@@ -155,6 +155,7 @@ def _register() -> None:
     }
     add_method(
         TabularMethod(
+            tasks=("tracking",),
             name="mbpg_tracking_provisional",
             title="MB-PG: model-derivative gradient through an embedded tracking controller",
             formula="S_{t+1} = (∂f̃/∂x + ∂f̃/∂u·∂κ/∂x)S_t + ∂f̃/∂u·∂κ/∂θ; "
@@ -170,6 +171,7 @@ def _register() -> None:
     )
     add_method(
         TabularMethod(
+            tasks=("tracking",),
             name="mbpg_open_loop_provisional",
             title="MB-PG without feedback: the same estimator, u = the spline's feed-forward",
             formula="S_{t+1} = ∂f̃/∂x·S_t + ∂f̃/∂u·∂u_t/∂θ; ∇J ≈ Σ_t ∂c/∂x_t·S_t",
@@ -183,6 +185,7 @@ def _register() -> None:
     )
     add_method(
         TabularMethod(
+            tasks=("tracking",),
             name="model_only",
             title="Model-only optimisation: gradients through the kinematic model alone",
             formula="θ ← Adam(∇_θ J_model(θ)); the real episode only measures",
@@ -196,6 +199,7 @@ def _register() -> None:
     )
     add_method(
         TabularMethod(
+            tasks=("tracking",),
             name="tracking_oracle",
             title="Oracle: exact derivatives of the real simulator, same policy class",
             formula="θ ← Adam(∇_θ J_real(θ)) by autograd through the real rollout",

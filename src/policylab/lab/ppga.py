@@ -196,6 +196,7 @@ def restore(problem, options: PPGAOptions, saved) -> dict:
 RUNNER = "[code sumeetbatra/PPGA:train_ppga_*.sh]"
 add_method(
     TabularMethod(
+        tasks=("noisy_point_mass",),
         name="ppga_provisional",
         title="PPGA: PPO inside differentiable quality diversity (our reading of the gradients)",
         paper="Batra et al., ICLR 2024, arXiv:2305.13795",

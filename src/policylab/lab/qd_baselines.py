@@ -163,6 +163,7 @@ def _restorer(alpha_of):
 
 add_method(
     TabularMethod(
+        tasks=("noisy_point_mass",),
         name="map_elites",
         title="MAP-Elites with Gaussian mutation over actor parameters",
         paper="Mouret & Clune, arXiv:1504.04909",
@@ -183,6 +184,7 @@ add_method(
 
 add_method(
     TabularMethod(
+        tasks=("noisy_point_mass",),
         name="cma_mae",
         title="CMA-MAE, gradient-free (xNES as the ES)",
         paper="Fontaine & Nikolaidis, arXiv:2205.10752",

@@ -256,6 +256,7 @@ def register() -> None:
     if "rank_grpo" not in lab_methods:
         add_method(
             TabularMethod(
+                tasks=("recsys_lists",),
                 name="rank_grpo",
                 title="Rank-GRPO — rank-level rewards, advantages and ratios",
                 paper="Zhu et al., arXiv 2510.20150",
@@ -275,6 +276,7 @@ def register() -> None:
     if "grpo_list_dcg" not in lab_methods:
         add_method(
             TabularMethod(
+                tasks=("recsys_lists",),
                 name="grpo_list_dcg",
                 title="GRPO on the list's DCG, broadcast to every rank (Rank-GRPO's baseline)",
                 paper="Shao et al., arXiv 2402.03300 (§19.6's contrast)",

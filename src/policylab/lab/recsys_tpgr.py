@@ -258,6 +258,7 @@ def register() -> None:
     if "tpgr" not in lab_methods:
         add_method(
             TabularMethod(
+                tasks=("recsys",),
                 name="tpgr",
                 title="TPGR — tree-structured policy gradient recommendation",
                 paper="Chen et al., AAAI 2019, arXiv 1811.05869",
@@ -277,6 +278,7 @@ def register() -> None:
     if "flat_softmax" not in lab_methods:
         add_method(
             TabularMethod(
+                tasks=("recsys",),
                 name="flat_softmax",
                 title="REINFORCE over one softmax of all items (TPGR's baseline)",
                 paper="seed_control_theory.md §14.2 [ours]",

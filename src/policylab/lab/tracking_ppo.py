@@ -18,6 +18,7 @@ import torch
 from torch.func import vmap
 
 from policylab.algebra.options import check_range, option
+from policylab.algebra.tpgr import discounted_returns
 from policylab.envs.tracking import initial_state, real_step
 from policylab.lab import add_method
 from policylab.lab.tracking import checkpoint, new_policy, plan_of, policy_state, restorer
@@ -84,11 +85,7 @@ def ppo_step(problem, state, options, generator):
     steps = inst.task.steps
     with torch.no_grad():
         x, u, rewards = collect(inst, policy.offsets(), log_std.exp(), options.episodes, generator)
-        returns = torch.zeros_like(rewards)
-        running = torch.zeros(options.episodes, dtype=torch.float64)
-        for t in reversed(range(steps)):
-            running = rewards[:, t] + options.gamma * running
-            returns[:, t] = running
+        returns = discounted_returns(rewards, options.gamma)  # [episodes, steps]
         adv = returns - returns.mean(0, keepdim=True)
         adv = (adv / (adv.std() + 1e-8)).reshape(-1)
     x, u = x.reshape(-1, 3), u.reshape(-1, 2)
@@ -115,6 +112,7 @@ def ppo_step(problem, state, options, generator):
 
 add_method(
     TabularMethod(
+        tasks=("tracking",),
         name="ppo_tracking",
         title="PPO on Gaussian commands around the embedded tracking controller",
         paper="Schulman et al., arXiv 1707.06347 (the §11.2 PPO arm)",

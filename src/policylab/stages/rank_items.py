@@ -37,10 +37,11 @@ class RankItems(Stage):
     provides = ("segment_ids", RANK_REWARDS)
 
     def setup(self, ctx: StageContext) -> None:
-        if not callable(getattr(ctx.workflow.task, "relevance", None)):
+        task = getattr(ctx.workflow, "task", None)  # the bandit's table has none
+        if not callable(getattr(task, "relevance", None)):
             raise ValueError(
                 f"stage 'rank_items' needs a task with relevance(completion, example) -> "
-                f"per-rank values (e.g. ranked_list); {ctx.workflow.task!r} has none"
+                f"per-rank values (e.g. ranked_list); {task or 'this run'!r} has none"
             )
 
     def annotate(

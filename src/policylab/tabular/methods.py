@@ -70,6 +70,8 @@ class TabularMethod:
     step: Callable[..., tuple[State, dict[str, float]]]
     policy: Callable[[Problem, State], torch.Tensor]
     notes: tuple[str, ...] = ()
+    # the lab tasks (names without "lab/") the method runs on; empty: any task of its kind
+    tasks: tuple[str, ...] = ()
     # a state holding modules: what its checkpoint keeps (tensors and plain values) and how
     # a resumed run rebuilds the state from it; None keeps the state as it is
     checkpoint: Callable[[State], dict[str, Any]] | None = None

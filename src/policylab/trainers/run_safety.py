@@ -24,7 +24,17 @@ log = logging.getLogger(__name__)
 LOCK = ".lock"
 # fields a resumed run keeps: which run it is, and the shape of its networks (a checkpoint
 # of one shape does not load into another)
-KEPT_ON_RESUME = ("task", "algo", "seed", "model", "lora", "use_sde", "hidden", "normalize_obs")
+KEPT_ON_RESUME = (
+    "task",
+    "algo",
+    "seed",
+    "model",
+    "lora",
+    "use_sde",
+    "hidden",
+    "normalize_obs",
+    "knobs",  # a tabular or lab task's instance (another would mix two instances in one curve)
+)
 
 
 class RunFolderInUse(FileExistsError):
