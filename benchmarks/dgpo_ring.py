@@ -33,6 +33,7 @@ ARMS = {
     "flow_grpo_sde": ("flow_grpo_sde", {}),
     "dgpo@use_ema_ref": ("dgpo", {"use_ema_ref": True}),
     "dgpo@beta_dpo=10": ("dgpo", {"beta_dpo": 10.0}),
+    "dgpo@beta_dpo=1": ("dgpo", {"beta_dpo": 1.0}),
 }
 HELDOUT_SEED = 777_777
 
