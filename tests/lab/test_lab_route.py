@@ -89,7 +89,7 @@ def test_the_catalogue_registers_every_seed_lab_system():
     }
     assert expected_methods <= set(lab_methods.names())
     expected_tasks = {"combination_lock", "noisy_point_mass", "tracking", "recsys", "uav_coverage"}
-    expected_tasks |= {"image_pairs"}
+    expected_tasks |= {"image_pairs", "ring"}
     assert expected_tasks | {"recsys_lists", "multiview"} <= set(lab_tasks.names())
 
 

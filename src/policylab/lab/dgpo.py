@@ -196,6 +196,7 @@ def dgpo_restore(problem, options, saved):
 
 add_method(
     TabularMethod(
+        tasks=("ring",),
         name="dgpo",
         title="DGPO — direct group preference optimisation (ODE rollouts)",
         paper="Luo, Hu, Tang, arXiv:2510.08425; code Luo-Yihong/DGPO",
@@ -285,6 +286,7 @@ def orw_restore(problem, options, saved):
 
 add_method(
     TabularMethod(
+        tasks=("ring",),
         name="orw_cfm_w2",
         title="ORW-CFM-W2 — online reward-weighted CFM with a W2 bound",
         paper="Fan et al., ICLR 2025; code markerthu/orw-cfm",
@@ -374,6 +376,7 @@ def fgrpo_restore(problem, options, saved):
 
 add_method(
     TabularMethod(
+        tasks=("ring",),
         name="flow_grpo_sde",
         title="Flow-GRPO-style PG: sde_flow rollouts, grpo, ppo_clip over chain steps",
         paper="after Flow-GRPO (Liu et al., arXiv:2505.05470); comparator of DGPO (G2.2)",
