@@ -243,6 +243,13 @@ class MaskedDiffusionLM(nn.Module):
         """The MDM saved in `folder` by `save`; a folder of another kind is a ValueError."""
         from safetensors.torch import load_file
 
+        model = cls(cls.load_config(folder))
+        model.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+        return model
+
+    @staticmethod
+    def load_config(folder: str | Path) -> MDMConfig:
+        """The MDMConfig saved in `folder`; a folder of another kind is a ValueError."""
         path = Path(folder)
         config_file = path / "config.json"
         if not config_file.is_file():
@@ -253,9 +260,7 @@ class MaskedDiffusionLM(nn.Module):
                 f"{str(path)!r} is not a masked diffusion LM folder (config.json model_type "
                 f"must be {MDM_FORMAT!r}; build one with python -m policylab.pretrain_mdm)"
             )
-        model = cls(MDMConfig(**raw))
-        model.load_state_dict(load_file(str(path / "model.safetensors")))
-        return model
+        return MDMConfig(**raw)
 
 
 def is_mdm_folder(folder: str | Path) -> bool:
