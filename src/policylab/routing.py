@@ -168,6 +168,10 @@ def train(cfg: RunConfig, *, resume: bool = False, objects: RunObjects | None = 
         if resume or objects or callbacks:
             raise ValueError(f"{cfg.algo} is a test-time method: no --resume, objects or callbacks")
         return testtime_run.train(cfg)
+    from policylab.trainers import mdm
+
+    if mdm.is_mdm_run(cfg) and not objects:  # a masked diffusion LM folder (G1.7)
+        return mdm.train(cfg, resume=resume, callbacks=callbacks)
     from policylab.trainers.llm import train as train_llm
 
     return train_llm(cfg, resume=resume, objects=objects, callbacks=callbacks)

@@ -17,6 +17,7 @@ from policylab.recipes import (  # noqa: F401
     control,
     core,
     gui,
+    mdm,
     objectives,
     offpolicy,
     rank_grpo,

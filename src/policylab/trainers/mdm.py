@@ -1,0 +1,324 @@
+"""The masked-diffusion-LM trainer: d1 / d2 (papers/seed_generative.md G1.3, G1.4, G1.7),
+one loop read top to bottom.
+
+Per step: prompts_per_step training prompts, G completions each, decoded by G1.2 (the
+reveal step of every token kept as `segment_ids` and `extras["reveal"]`) → the task's
+verifier → advantages (the recipe's estimator: `grpo` with scale none) → μ mask seeds
+(drawn from {0, …, 4095}, or all 42 without `random_masking`) and, before any update,
+the old and reference log-probs under each seed from the recipe's `mdm_logprob` estimator
+→ μ inner iterations, iteration j scoring with seed j so r = 1 at θ = θ_old [code d1:
+_generate_and_score_completions, compute_loss] → the recipe's policy loss (`ppo_clip` +
+k3, token-mean over the completion mask) → clip grad norm → AdamW step → metrics, held-out
+greedy accuracy, checkpoint. `estimator/gap` = mean |one_step − exact_steps| per token on
+the step's rows (every `GAP_EVERY` steps, whatever the recipe's estimator).
+
+The run goes here when `--model` is a folder written by `python -m policylab.pretrain_mdm`
+(routing.py). The recipe's `training` table sets what TrainConfig has no field for (the
+estimator, its segments N, p_prompt, random_masking, decoding steps, block, remasking,
+score_temperature); μ (`epochs`), G (`samples_per_prompt`), lr, grad_clip and τ_s
+(`temperature`) are the config's, as in every language-model run — the table records the
+papers' values for them (`policylab describe diffu_grpo`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from policylab import recipes, tasks
+from policylab.algebra.aggregate import global_normaliser
+from policylab.config import ConfigError, TrainConfig
+from policylab.models import build_tokenizer
+from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, is_mdm_folder
+from policylab.policies.mdm_logprob import MDMLogprobConfig, mdm_logprob, score_temperature
+from policylab.pretrain_mdm import decode, encode
+from policylab.recipes.compose import components
+from policylab.rollouts import Rollouts
+from policylab.trainers.llm import TrainResult
+from policylab.trainers.run import Run, lr_lambda, run_options
+
+log = logging.getLogger(__name__)
+
+GAP_EVERY = 20  # [G1.8] estimator/gap every 20 steps
+MASK_SEEDS = 4096  # [code d1] mask seeds drawn from {0, …, 4095}
+FIXED_SEED = 42  # [code d1] the seed of every iteration without random_masking
+
+
+@dataclass(frozen=True)
+class MDMRun:
+    """The settings of one MDM run, resolved from the recipe's table and the config."""
+
+    estimator: str
+    logprob: MDMLogprobConfig
+    sampling: MDMSampling
+    random_masking: bool
+    epochs: int
+    samples_per_prompt: int
+    lr: float
+    grad_clip: float
+
+
+def is_mdm_run(cfg) -> bool:
+    """A language-model run whose model is a saved masked diffusion LM."""
+    return isinstance(getattr(cfg, "model", None), str) and is_mdm_folder(cfg.model)
+
+
+def settings(cfg: TrainConfig) -> MDMRun:
+    """The run's settings, checked before the model loads: the recipe must name an
+    `mdm_logprob` estimator; decoding, scoring and τ_s must be valid (τ_s > 0, G1.9)."""
+    recipe = recipes.get(cfg.algo)
+    table = {k: s.value for k, s in recipe.training.items()}
+    if table.get("estimator") not in mdm_logprob:
+        raise ConfigError(
+            f"algorithm {cfg.algo!r} does not train a masked diffusion LM (--model "
+            f"{cfg.model!r} is one); accepted: {', '.join(mdm_recipes())}"
+        )
+    try:
+        sampling = MDMSampling(
+            length=cfg_length(cfg),
+            steps=table["decode_steps"],
+            block=table["block"],
+            temperature=cfg.temperature,
+            remasking=table["remasking"],
+        )
+        logprob = MDMLogprobConfig(
+            prompt_mask_p=table["prompt_mask_p"],
+            segments=table["segments"],
+            steps=sampling.steps,
+            temperature=score_temperature(table["score_temperature"], sampling.temperature),
+        )
+    except ValueError as err:
+        raise ConfigError(f"algorithm {cfg.algo!r}: {err}") from None
+    return MDMRun(
+        table["estimator"],
+        logprob,
+        sampling,
+        bool(table["random_masking"]),
+        cfg.epochs,
+        cfg.samples_per_prompt,
+        cfg.lr,
+        cfg.grad_clip,
+    )
+
+
+def mdm_recipes() -> list[str]:
+    return [n for n in recipes.names() if recipes.get(n).training.get("estimator")]
+
+
+def cfg_length(cfg: TrainConfig) -> int:
+    return MaskedDiffusionLM.load_config(cfg.model).completion_length
+
+
+def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResult:
+    """Train the MDM in `cfg.model` on `cfg.task` with `cfg.algo` (see the module doc)."""
+    run_cfg = settings(cfg)
+    parts = components(
+        cfg.algo,
+        max_new_tokens=run_cfg.sampling.length,
+        advantage_overrides=cfg.advantage,
+        loss_overrides=cfg.loss,
+    )
+    task = tasks.get(cfg.task, **cfg.task_knobs)
+    pool = task.examples("train", cfg.train_pool, seed=cfg.seed)
+    heldout = task.examples("test", tasks.eval_size(task, cfg.eval_n), seed=cfg.eval_seed)
+    tokenizer = build_tokenizer()
+    torch.manual_seed(cfg.seed)
+    model = MaskedDiffusionLM.load(cfg.model)
+    reference = None
+    if parts.loss.options.needs_reference:  # the initial model, frozen [code d1: adapters off]
+        reference = copy.deepcopy(model).eval().requires_grad_(False)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=run_cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lr_lambda(cfg, cfg.steps * run_cfg.epochs)
+    )
+    resolved = {"mdm": {k: str(v) for k, v in run_cfg.__dict__.items()}}
+    run = Run(
+        cfg.folder,
+        {**cfg.model_dump(), "resolved": resolved},
+        resume=resume,
+        **run_options(cfg),
+        callbacks=callbacks,
+    )
+    generator = torch.Generator().manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    step, evals, started = 0, [], time.perf_counter()
+    if resume and (restored := run.load_checkpoint()) is not None:
+        state = restored[1]
+        model.load_state_dict(state["model"])
+        optimiser.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        generator.set_state(state["generator"])
+        rng.setstate(state["rng"])
+        step, evals = state["step"], state["evals"]
+    if step == 0:
+        evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, 0))
+
+    while step < cfg.steps and not run.stopping:
+        step += 1
+        t0 = time.perf_counter()
+        # 1. rollouts: G decoded completions per prompt, scored by the task's verifier
+        examples = [pool[rng.randrange(len(pool))] for _ in range(cfg.prompts_per_step)]
+        batch = rollout(model, tokenizer, task, examples, run_cfg, generator)
+        t1 = time.perf_counter()
+        # 2. advantages (grpo, scale none: A = R − mean_g R)
+        estimate = parts.advantage.estimate(batch)
+        advantages = estimate.advantages
+        # 3. μ mask seeds; old and reference log-probs under each, before any update
+        seeds = mask_seeds(run_cfg, generator)
+        old = [score(model, batch, run_cfg, s, no_grad=True)[0] for s in seeds]
+        ref = (
+            [score(reference, batch, run_cfg, s, no_grad=True)[0] for s in seeds]
+            if reference
+            else None
+        )
+        t2 = time.perf_counter()
+        # 4. learn: iteration j scores with seed j, one minibatch of every row
+        mask = batch.response_mask
+        normaliser = global_normaliser(mask, parts.loss.options.loss_agg_mode)
+        history = []
+        for j, seed in enumerate(seeds):
+            logp, passes = score(model, batch, run_cfg, seed)
+            loss, m = parts.loss(
+                logprobs=logp,
+                old_logprobs=old[j],
+                advantages=advantages,
+                response_mask=mask,
+                ref_logprobs=None if ref is None else ref[j],
+                rollouts=batch,
+                normaliser=normaliser,
+            )
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), run_cfg.grad_clip or 1e9)
+            optimiser.step()
+            scheduler.step()
+            history.append({**m, "loss": float(loss.detach()), "grad_norm": float(norm)})
+        t3 = time.perf_counter()
+        # 5. metrics, evaluation, checkpoint
+        metrics = {k: sum(h[k] for h in history) / len(history) for k in history[0]}
+        metrics.update(estimate.metrics)
+        metrics.update(
+            {
+                "reward/mean": float(batch.rewards.mean()),
+                "response/length": float(mask.sum(1).float().mean()),
+                "estimator/passes_per_row": passes,
+                "lr": scheduler.get_last_lr()[0],
+                "budget/samples": step * len(batch),
+                "time/rollout_s": t1 - t0,
+                "time/score_s": t2 - t1,
+                "time/learn_s": t3 - t2,
+            }
+        )
+        if step % GAP_EVERY == 0 or step == 1:
+            metrics["estimator/gap"] = estimator_gap(model, batch, run_cfg, seeds[0])
+        run.log(step, metrics)
+        last = step == cfg.steps or run.stopping
+        if last or (cfg.eval_every and step % cfg.eval_every == 0):
+            evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, step))
+        if last or (cfg.save_every and step % cfg.save_every == 0):
+            state = {
+                "step": step,
+                "model": model.state_dict(),
+                "optimizer": optimiser.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "generator": generator.get_state(),
+                "rng": rng.getstate(),
+                "evals": evals,
+            }
+            run.save_checkpoint(step, state)
+    model.save(run.dir / "model", {"algo": cfg.algo, "task": cfg.task, "steps": step})
+    run.close()
+    return TrainResult(str(run.dir), evals[0], evals[-1], step, time.perf_counter() - started)
+
+
+def rollout(model, tokenizer, task, examples, run_cfg: MDMRun, generator) -> Rollouts:
+    """G completions per example, decoded by G1.2, scored by the task's verifier: rows
+    with `segment_ids` = reveal and extras prompt_ids [B, P] (left-padded) and reveal."""
+    n = run_cfg.samples_per_prompt
+    prompts, _ = encode(tokenizer, examples, run_cfg.sampling.length, model.eos_id)
+    rows = [p for p in prompts for _ in range(n)]
+    out = model.generate(rows, run_cfg.sampling, generator)
+    texts = decode(tokenizer, out.response_ids, model.eos_id)
+    columns = {c: [e[c] for e in examples for _ in range(n)] for c in task.columns}
+    row_prompts = [e["prompt"] for e in examples for _ in range(n)]
+    rewards = torch.tensor(task.reward(row_prompts, texts, **columns), dtype=torch.float32)
+    width = max(len(p) for p in rows)
+    padded = torch.tensor([[model.pad_id] * (width - len(p)) + p for p in rows])
+    return Rollouts(
+        rewards=rewards,
+        response_mask=out.response_mask,
+        group_ids=torch.arange(len(examples)).repeat_interleave(n),
+        response_ids=out.response_ids,
+        segment_ids=out.reveal,
+        truncated=torch.tensor([r == "length" for r in out.finish_reason]),
+        extras={"prompt_ids": padded, "reveal": out.reveal, "texts": texts},
+    )
+
+
+def mask_seeds(run_cfg: MDMRun, generator: torch.Generator) -> list[int]:
+    """μ prompt-mask seeds: drawn from {0, …, 4095}, or all 42 [code d1]."""
+    if not run_cfg.random_masking:
+        return [FIXED_SEED] * run_cfg.epochs
+    return torch.randint(MASK_SEEDS, (run_cfg.epochs,), generator=generator).tolist()
+
+
+def score(model, batch: Rollouts, run_cfg: MDMRun, seed: int, *, no_grad: bool = False):
+    """(logp [B, L], passes) of the batch's completions by the run's estimator, with the
+    prompt mask drawn from `seed` (equal seeds, equal masks)."""
+    fn = mdm_logprob.entry(run_cfg.estimator).fn
+    with torch.set_grad_enabled(not no_grad):
+        return fn(
+            model,
+            batch.extras["prompt_ids"],
+            batch.response_ids,
+            batch.extras["reveal"],
+            run_cfg.logprob,
+            generator=torch.Generator().manual_seed(int(seed)),
+        )
+
+
+def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
+    """Mean |one_step − exact_steps| per completion token on the batch (same mask seed)."""
+    values = []
+    for name in ("one_step", "exact_steps"):
+        fn = mdm_logprob.entry(name).fn
+        with torch.no_grad():
+            logp, _ = fn(
+                model,
+                batch.extras["prompt_ids"],
+                batch.response_ids,
+                batch.extras["reveal"],
+                run_cfg.logprob,
+                generator=torch.Generator().manual_seed(int(seed)),
+            )
+        values.append(logp)
+    mask = batch.response_mask.bool()
+    return float((values[0] - values[1]).abs()[mask].mean())
+
+
+def held_out(model, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: int) -> dict:
+    """Held-out greedy accuracy (full reward) and reward (τ_s = 0), and the sampled
+    reward at τ_s, as evaluate.py names them; logged."""
+    scores = {}
+    for name, temperature in (("greedy", 0.0), ("sampled", None)):
+        sampling = run_cfg.sampling
+        if temperature is not None:
+            sampling = MDMSampling(
+                sampling.length, sampling.steps, sampling.block, temperature, sampling.remasking
+            )
+        prompts, _ = encode(tokenizer, examples, sampling.length, model.eos_id)
+        generator = torch.Generator().manual_seed(step)
+        out = model.generate(prompts, sampling, generator)
+        texts = decode(tokenizer, out.response_ids, model.eos_id)
+        columns = {c: [e[c] for e in examples] for c in task.columns}
+        rewards = task.reward([e["prompt"] for e in examples], texts, **columns)
+        if name == "greedy":
+            scores["eval/greedy_accuracy"] = sum(r >= 1.0 for r in rewards) / len(rewards)
+        scores[f"eval/{name}_reward"] = sum(rewards) / len(rewards)
+    run.log(step, scores, kind="eval")
+    return {"step": step, **scores}
