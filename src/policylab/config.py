@@ -768,7 +768,7 @@ class ControlConfig(RunSchema):
         None,
         description="with augment: per_row (one pass, one augmentation drawn per row) or a "
         "registered combiner of one gradient per augmentation: mean, equal_norm, min_norm, "
-        "soft_surgery, cg2a (None = the algorithm's, else per_row)",
+        "soft_surgery, cg2a_provisional (None = the algorithm's, else per_row)",
     )
     gradient_combine_options: dict[str, Any] | None = Field(
         None,

@@ -28,11 +28,11 @@ from policylab.config import (
     load_control,
 )
 from policylab.config_offpolicy import OffPolicyConfig, is_off_policy
+from policylab.lab import PREFIX as LAB_PREFIX  # a lab task: lab/<name>
 from policylab.objects import RunObjects, check_given
 
 RunConfig = TrainConfig | ControlConfig | TabularConfig | OffPolicyConfig
 TABULAR_PREFIX = "tabular/"  # a tabular task: tabular/<name> (tabular/tasks.py)
-LAB_PREFIX = "lab/"  # a lab task: lab/<name> (policylab/lab)
 
 
 def run_config(

@@ -83,14 +83,14 @@ def test_registered_combiners_and_their_updates():
         "equal_norm",
         "min_norm",
         "soft_surgery",
-        "cg2a",
+        "cg2a_provisional",
     }
     close(combine("mean", G), [0.0, 0.5])
     close(combine("soft_surgery", G, CombineOptions(kappa=1.0)), [0.25, 0.75])
     # cg2a = equal norm, then surgery: ĝ₁ = [1.207107, 0], ĝ₂ = [−0.853553, 0.853553];
     # dot = −1.030330, ‖ĝ₂‖² = 1.457107, ‖ĝ₁‖² = 1.457107; κ = 1:
     # ĝ₁' = ĝ₁ + 0.707107·ĝ₂ = [0.603553, 0.603553];  ĝ₂' = ĝ₂ + 0.707107·ĝ₁ = [0, 0.853553]
-    close(combine("cg2a", G, CombineOptions(kappa=1.0)), [0.301777, 0.728553])
+    close(combine("cg2a_provisional", G, CombineOptions(kappa=1.0)), [0.301777, 0.728553])
 
 
 def test_conflict_metrics():

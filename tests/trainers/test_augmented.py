@@ -45,7 +45,7 @@ def toy_pass(w):
     return pass_loss
 
 
-@pytest.mark.parametrize("how", ["mean", "cg2a", "min_norm", "soft_surgery"])
+@pytest.mark.parametrize("how", ["mean", "cg2a_provisional", "min_norm", "soft_surgery"])
 def test_k_pass_gradient_is_the_registered_combination(how):
     names = ("colour_jitter", "random_conv", "grayscale")
     options = CombineOptions(kappa=1.0)
@@ -67,7 +67,7 @@ def test_one_augmentation_makes_every_combiner_the_plain_gradient():
     # K = 1: equal norm and surgery have nothing to balance or remove
     obs = observations()
     grads = []
-    for how in ("per_row", "mean", "cg2a"):
+    for how in ("per_row", "mean", "cg2a_provisional"):
         w = torch.zeros(3, dtype=torch.float64, requires_grad=True)
         augmenter = Augmenter(("grayscale",), how, CombineOptions(), SHAPE, False)
         augmented_backward(augmenter, toy_pass(w), obs, [w], torch.Generator().manual_seed(1))
@@ -137,7 +137,7 @@ def test_bad_augment_settings_fail_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="gradient_combine='pcgrad'; accepted: per_row"):
         load(ControlConfig, None, dict(TINY, augment=["shift"], gradient_combine="pcgrad"))
     with pytest.raises(ConfigError, match="acts only with augmentations"):
-        load(ControlConfig, None, dict(TINY, gradient_combine="cg2a"))
+        load(ControlConfig, None, dict(TINY, gradient_combine="cg2a_provisional"))
     with pytest.raises(ConfigError, match="unknown \\['kapa'\\]; accepted: kappa"):
         load(
             ControlConfig, None, dict(TINY, augment=["shift"], gradient_combine_options={"kapa": 1})

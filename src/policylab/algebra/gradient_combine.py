@@ -15,7 +15,7 @@ our reading (papers/seed_control_theory.md §10.1), hence the `_provisional` rec
 
 The registered combiners (`gradient_combiners`) map grads [K, P] → (update [P], metrics):
 `mean` (Σ g_k / K: the naive K-pass combination, the gradient of the mean loss),
-`equal_norm`, `min_norm`, `soft_surgery` and `cg2a` (solver, then soft surgery, then the
+`equal_norm`, `min_norm`, `soft_surgery` and `cg2a_provisional` (solver, then soft surgery, then the
 mean). All are pure: tensors in, tensors out; the random pair order takes a generator.
 """
 
@@ -182,7 +182,7 @@ def combine_soft_surgery(grads, options, generator=None):
     return soft_surgery(grads, options.kappa, generator).mean(0)
 
 
-@gradient_combiners.register("cg2a")
+@gradient_combiners.register("cg2a_provisional")
 def combine_cg2a(grads, options, generator=None):
     """CG2A, our reading: agreement solver (equal_norm | min_norm), then soft surgery (κ),
     then the mean over the K augmentations (§10.1)."""

@@ -123,7 +123,7 @@ def make_spec(
     work (unknown algorithm, a budget that does not divide into whole steps, ...)."""
     from policylab import tasks
     from policylab.config import ControlConfig, TabularConfig, known_algorithm
-    from policylab.routing import run_config
+    from policylab.routing import LAB_PREFIX, TABULAR_PREFIX, run_config
 
     algos = split_algos(algos) if isinstance(algos, str) else [a.strip() for a in algos]
     algos = [a for a in algos if a]
@@ -132,7 +132,7 @@ def make_spec(
     if len(set(algos)) != len(algos):
         raise ValueError(f"an algorithm appears twice in {algos}")
     # methods checked by TabularConfig (LabConfig) below
-    tabular = str(task).startswith(("tabular/", "lab/"))
+    tabular = str(task).startswith((TABULAR_PREFIX, LAB_PREFIX))
     for entry in algos:
         if not tabular:
             known_algorithm(parse_entry(entry)[0])

@@ -35,7 +35,9 @@ add(
                 ["shift", "colour_jitter", "random_conv", "grayscale"],
                 "[ours] §10.2's four; the paper's DMControl set is not known",
             ),
-            "gradient_combine": S("cg2a", "[ours] agreement solver, then soft surgery (§10.1)"),
+            "gradient_combine": S(
+                "cg2a_provisional", "[ours] agreement solver, then soft surgery (§10.1)"
+            ),
             "gradient_combine_options": S(
                 {"kappa": 0.5, "solver": "equal_norm"},
                 "[ours] κ = 0.5 between no surgery and PCGrad; equal-norm balance (§10.1)",

@@ -8,7 +8,7 @@ arXiv:2004.14990). Two ways to use K augmentations:
 - `per_row`: one backward pass, each row augmented by one τ_k drawn uniformly (the naive
   combination of papers/seed_control_theory.md §10.2; with K = 1, plain RAD);
 - a registered combiner (algebra/gradient_combine.py: mean, equal_norm, min_norm,
-  soft_surgery, cg2a): K backward passes, g_k = ∇_θ L(τ_k(o)) over every trained
+  soft_surgery, cg2a_provisional): K backward passes, g_k = ∇_θ L(τ_k(o)) over every trained
   parameter, combined into one update written to `.grad` (CG2A, our reading, §10.1).
   Each K-pass minibatch logs the mechanism check: pairwise cosines of the g_k, the share of
   conflicting pairs and the norm ratio max‖g‖/min‖g‖ (`combine/...`).
