@@ -56,6 +56,14 @@ class Generations:
         return torch.tensor([r == "length" for r in self.finish_reason])
 
 
+def load_unless_shared(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
+    """Copy `state_dict` into `model` unless it already holds the same tensors (an engine
+    that shares the trainer's model needs no copy)."""
+    own = model.state_dict()
+    if any(own[k].data_ptr() != v.data_ptr() for k, v in state_dict.items() if k in own):
+        model.load_state_dict(state_dict)
+
+
 class Engine(Protocol):
     def generate(
         self,

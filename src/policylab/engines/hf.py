@@ -16,7 +16,7 @@ import inspect
 import torch
 
 from policylab.devices import autocast_for
-from policylab.engines.base import Generations, Sampling, check_request
+from policylab.engines.base import Generations, Sampling, check_request, load_unless_shared
 
 
 class HFEngine:
@@ -35,9 +35,7 @@ class HFEngine:
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
-        own = self.model.state_dict()
-        if any(own[k].data_ptr() != v.data_ptr() for k, v in state_dict.items() if k in own):
-            self.model.load_state_dict(state_dict)
+        load_unless_shared(self.model, state_dict)
 
     @torch.no_grad()
     def generate(

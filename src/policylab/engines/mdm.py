@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from policylab.engines.base import Generations, Sampling, check_request
+from policylab.engines.base import Generations, Sampling, check_request, load_unless_shared
 from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling
 
 
@@ -44,9 +44,7 @@ class MDMEngine:
         MDMSampling(model.config.completion_length, steps, block, 1.0, remasking)  # checks
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
-        own = self.model.state_dict()
-        if any(own[k].data_ptr() != v.data_ptr() for k, v in state_dict.items() if k in own):
-            self.model.load_state_dict(state_dict)
+        load_unless_shared(self.model, state_dict)
 
     def generate(
         self,

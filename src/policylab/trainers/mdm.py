@@ -267,10 +267,12 @@ def mask_seeds(run_cfg: MDMRun, generator: torch.Generator) -> list[int]:
     return torch.randint(MASK_SEEDS, (run_cfg.epochs,), generator=generator).tolist()
 
 
-def score(model, batch: Rollouts, run_cfg: MDMRun, seed: int, *, no_grad: bool = False):
-    """(logp [B, L], passes) of the batch's completions by the run's estimator, with the
-    prompt mask drawn from `seed` (equal seeds, equal masks)."""
-    fn = mdm_logprob.entry(run_cfg.estimator).fn
+def score(
+    model, batch: Rollouts, run_cfg: MDMRun, seed: int, *, no_grad: bool = False, estimator=None
+):
+    """(logp [B, L], passes) of the batch's completions by `estimator` (the run's by
+    default), with the prompt mask drawn from `seed` (equal seeds, equal masks)."""
+    fn = mdm_logprob.entry(estimator or run_cfg.estimator).fn
     with torch.set_grad_enabled(not no_grad):
         return fn(
             model,
@@ -284,19 +286,10 @@ def score(model, batch: Rollouts, run_cfg: MDMRun, seed: int, *, no_grad: bool =
 
 def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
     """Mean |one_step − exact_steps| per completion token on the batch (same mask seed)."""
-    values = []
-    for name in ("one_step", "exact_steps"):
-        fn = mdm_logprob.entry(name).fn
-        with torch.no_grad():
-            logp, _ = fn(
-                model,
-                batch.extras["prompt_ids"],
-                batch.response_ids,
-                batch.extras["reveal"],
-                run_cfg.logprob,
-                generator=torch.Generator().manual_seed(int(seed)),
-            )
-        values.append(logp)
+    values = [
+        score(model, batch, run_cfg, seed, no_grad=True, estimator=name)[0]
+        for name in ("one_step", "exact_steps")
+    ]
     mask = batch.response_mask.bool()
     return float((values[0] - values[1]).abs()[mask].mean())
 
