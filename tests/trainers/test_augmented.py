@@ -142,6 +142,14 @@ def test_bad_augment_settings_fail_before_any_work(tmp_path):
         load(
             ControlConfig, None, dict(TINY, augment=["shift"], gradient_combine_options={"kapa": 1})
         )
+    with pytest.raises(ConfigError, match="has no effect with gradient_combine=per_row"):
+        load(
+            ControlConfig,
+            None,
+            dict(TINY, augment=["shift"], gradient_combine_options={"kappa": 1}),
+        )
+    with pytest.raises(ConfigError, match="gradient_combine_options=.*acts only with augment"):
+        load(ControlConfig, None, dict(TINY, gradient_combine_options={"kappa": 0.5}))
     with pytest.raises(ConfigError, match="kappa=2; accepted"):
         load(
             ControlConfig,

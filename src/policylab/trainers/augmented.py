@@ -146,9 +146,13 @@ def check_augment(cfg) -> None:
             f"{', '.join(gradient_combiners.names())}"
         )
     if not names and (cfg.gradient_combine is not None or cfg.gradient_combine_options):
+        given = (
+            "gradient_combine" if cfg.gradient_combine is not None else "gradient_combine_options"
+        )
+        value = cfg.gradient_combine if cfg.gradient_combine is not None else options
         raise ValueError(
-            f"gradient_combine={cfg.gradient_combine!r} acts only with augmentations; "
-            "set augment (e.g. [shift, colour_jitter]) or leave gradient_combine unset"
+            f"{given}={value!r} acts only with augmentations; set augment (e.g. [shift, "
+            f"colour_jitter]) or leave {given} unset"
         )
     unknown = set(options) - set(CombineOptions.__dataclass_fields__)
     if unknown:
@@ -157,6 +161,11 @@ def check_augment(cfg) -> None:
             f"{', '.join(CombineOptions.__dataclass_fields__)}"
         )
     CombineOptions(**options)  # its own range checks name the field
+    if options and mode in (PER_ROW, "mean"):
+        raise ValueError(
+            f"gradient_combine_options={options} has no effect with gradient_combine={mode}; "
+            f"they are for {', '.join(n for n in gradient_combiners.names() if n != 'mean')}"
+        )
     if names and cfg.normalize_obs:
         raise ValueError(
             f"augment={names} with normalize_obs=true: the augmentations act on raw pixels; "
