@@ -161,7 +161,7 @@ def check_augment(cfg) -> None:
             f"{', '.join(CombineOptions.__dataclass_fields__)}"
         )
     CombineOptions(**options)  # its own range checks name the field
-    if options and mode in (PER_ROW, "mean"):
+    if cfg.gradient_combine_options and mode in (PER_ROW, "mean"):  # given, not the recipe's
         raise ValueError(
             f"gradient_combine_options={options} has no effect with gradient_combine={mode}; "
             f"they are for {', '.join(n for n in gradient_combiners.names() if n != 'mean')}"
