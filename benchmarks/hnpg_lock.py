@@ -44,6 +44,8 @@ def collect(args) -> None:
     data = collect_offline(lock, args.episodes, args.seed + 1, corrupted=args.corrupted)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # which lock the data opens: the task checks it when the file is read back
+    data["meta"] = {"H": args.H, "seed": args.seed, "corrupted": float(args.corrupted)}
     torch.save(data, out)
     reach = float(data["reached"].double().mean())
     print(

@@ -124,3 +124,19 @@ def test_a_lab_summary_names_the_best_value_known(tmp_path):
     )
     text = (tmp_path / "r" / "summary.md").read_text()
     assert "gap to the best value known" in text and "exact optimum" not in text
+
+
+def test_an_offline_file_opens_only_its_own_lock(tmp_path):
+    import torch
+
+    from policylab.envs.combination_lock import CombinationLock, collect_offline
+    from policylab.lab.catalogue import build
+
+    data = collect_offline(CombinationLock(3, 0), 20, 1)
+    data["meta"] = {"H": 3, "seed": 0, "corrupted": 0.0}
+    torch.save(data, tmp_path / "lock.pt")
+    build("lab/combination_lock", 0, H=3, offline_file=str(tmp_path / "lock.pt"), eval_episodes=2)
+    with pytest.raises(ValueError, match="collected on the lock of H = 3, seed 0"):
+        build("lab/combination_lock", 1, H=3, offline_file=str(tmp_path / "lock.pt"))
+    with pytest.raises(ValueError, match="offline_file holds its own episodes"):
+        build("lab/combination_lock", 0, H=3, offline_file=str(tmp_path / "lock.pt"), corrupted=0.5)

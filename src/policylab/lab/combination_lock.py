@@ -69,7 +69,20 @@ def combination_lock(
         raise ValueError(f"lab/combination_lock: eval_episodes = {eval_episodes!r} must be >= 1")
     lock = CombinationLock(H, seed)
     if offline_file:
+        if offline_episodes != 10_000 or corrupted:
+            raise ValueError(
+                "lab/combination_lock: offline_file holds its own episodes; offline_episodes "
+                "and corrupted apply only when the task collects the data itself (set them "
+                "when collecting: benchmarks/hnpg_lock.py collect)"
+            )
         data = torch.load(offline_file, weights_only=True)
+        meta = data.get("meta")
+        if meta is not None and (meta["H"], meta["seed"]) != (H, seed):
+            raise ValueError(
+                f"lab/combination_lock: offline_file {offline_file!r} was collected on the "
+                f"lock of H = {meta['H']}, seed {meta['seed']}; this run's lock is H = {H}, "
+                f"seed {seed} (each seed is another combination)"
+            )
         if data["obs"].shape[1:] != (lock.horizon + 1, lock.obs_dim):
             raise ValueError(
                 f"lab/combination_lock: offline_file {offline_file!r} holds episodes of "
