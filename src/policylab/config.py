@@ -154,20 +154,24 @@ def load(
     schema: type[M], file: str | Path | None = None, overrides: dict[str, Any] | None = None
 ) -> M:
     """`schema` from an optional YAML file, updated by `overrides`; errors are ConfigError."""
-    data: dict[str, Any] = {}
-    if file is not None:
-        path = Path(file)
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        loaded = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
-        data.update(loaded)
+    data = read_fields(file) if file is not None else {}
     data.update(overrides or {})
     try:
         return schema(**data)
     except ValidationError as err:
         raise ConfigError(_explain(schema, err)) from None
+
+
+def read_fields(file: str | Path) -> dict[str, Any]:
+    """The field: value mapping of a YAML config file, unchecked (a schema checks it once
+    every layer is in)."""
+    path = Path(file)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    loaded = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
+    return loaded
 
 
 def _explain(schema: type[BaseModel], err: ValidationError) -> str:
@@ -1019,9 +1023,9 @@ def is_gym_task(task: str) -> bool:
 
 def load_control(file: str | Path | None = None, overrides: dict[str, Any] | None = None):
     """ControlConfig: the task's tuned defaults, then the YAML file, then `overrides`."""
-    given: dict[str, Any] = {}
-    if file is not None:
-        given.update(load(ControlConfig, file).model_dump(exclude_unset=True))
+    # the file's fields, checked once with every layer (a file giving num_steps for a2c's
+    # whole-batch minibatch does not fail on the schema's default minibatch alone)
+    given: dict[str, Any] = dict(read_fields(file)) if file is not None else {}
     given.update(overrides or {})
     task = given.get("task", ControlConfig.model_fields["task"].default)
     sde = CONTROL_SDE_DEFAULTS.get(task, {}) if _truthy(given.get("use_sde")) else {}

@@ -167,3 +167,12 @@ def test_an_arena_refuses_budgets_that_train_algorithms_unequally():
     with pytest.raises(ValueError, match="ppo for 1000 .*a2c for 1500.*multiple of 1000"):
         make_spec(ID_MARKET_MAKING, "ppo,a2c", 2, budget=1500)
     assert make_spec(ID_MARKET_MAKING, "ppo,a2c", 2, budget=2000).budget == 2000
+
+
+def test_a2c_from_a_yaml_file_gets_its_whole_batch_minibatch(tmp_path):
+    from policylab.routing import run_config
+
+    path = tmp_path / "a2c.yaml"
+    path.write_text("task: CartPole-v1\nalgo: a2c\nnum_envs: 4\nnum_steps: 16\n")
+    cfg = run_config(str(path), {})
+    assert (cfg.num_steps, cfg.minibatch_size, cfg.epochs) == (16, 64, 1)
