@@ -170,8 +170,19 @@ def train(cfg: RunConfig, *, resume: bool = False, objects: RunObjects | None = 
         return testtime_run.train(cfg)
     from policylab.trainers import mdm
 
-    if mdm.is_mdm_run(cfg) and not objects:  # a masked diffusion LM folder (G1.7)
+    if mdm.is_mdm_run(cfg):  # a masked diffusion LM folder (G1.7)
+        if objects:
+            raise ValueError(
+                f"--model {cfg.model!r} is a masked diffusion LM: its trainer takes no model, "
+                "tokenizer, task or reward objects (rewards are the task's verifier)"
+            )
         return mdm.train(cfg, resume=resume, callbacks=callbacks)
+    if mdm.needs_mdm(cfg.algo):
+        raise ValueError(
+            f"algorithm {cfg.algo!r} trains a masked diffusion LM through its likelihood "
+            f"estimator; --model {cfg.model!r} is not one. Build one with `python -m "
+            "policylab.pretrain_mdm --out runs/tiny-mdm` and pass --model runs/tiny-mdm"
+        )
     from policylab.trainers.llm import train as train_llm
 
     return train_llm(cfg, resume=resume, objects=objects, callbacks=callbacks)

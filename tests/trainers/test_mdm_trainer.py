@@ -96,3 +96,27 @@ def test_the_three_recipes_differ_only_in_the_estimator():
     estimators = [r.training["estimator"].value for r in tables]
     assert estimators == ["one_step", "step_merge", "exact_steps"]
     assert len({(r.advantage, r.loss, str(r.loss_options)) for r in tables}) == 1
+
+
+def test_an_mdm_recipe_on_a_causal_model_is_refused():
+    with pytest.raises(ValueError, match="'diffu_grpo' trains a masked diffusion LM.*pretrain_mdm"):
+        train(algo="diffu_grpo", task="arithmetic", steps=1, progress=False)
+
+
+def test_a_field_the_mdm_trainer_does_not_read_is_refused(mdm_dir, tmp_path):
+    with pytest.raises(ConfigError, match="does not use selection"):
+        train(algo="diffu_grpo", **fields(mdm_dir, tmp_path / "r", selection="dynamic_sampling"))
+    assert not (tmp_path / "r").exists()
+
+
+def test_evaluations_carry_the_arena_s_budget(mdm_dir, tmp_path):
+    train(algo="diffu_grpo", **fields(mdm_dir, tmp_path / "r"))
+    evals = rows(tmp_path / "r", kind="eval")
+    last_train = rows(tmp_path / "r")[-1]["budget/samples"]  # 2 steps × 3 prompts × G
+    assert [e["budget/samples"] for e in evals] == [0, last_train] and last_train > 0
+    assert all(e["time/elapsed_s"] >= 0 for e in evals)
+
+
+def test_max_samples_ends_the_run_at_the_arena_s_budget(mdm_dir, tmp_path):
+    result = train(algo="diffu_grpo", **fields(mdm_dir, tmp_path / "r", steps=50, max_samples=30))
+    assert result.steps * 3 * 8 >= 30 > (result.steps - 1) * 3 * 8

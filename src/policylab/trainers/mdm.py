@@ -68,9 +68,35 @@ def is_mdm_run(cfg) -> bool:
     return isinstance(getattr(cfg, "model", None), str) and is_mdm_folder(cfg.model)
 
 
+# the TrainConfig fields this trainer reads; another one set by the user is refused (it
+# would be silently ignored: selection, lora, rewards, top_p, max_samples, ...)
+READS = {
+    "algo", "task", "task_knobs", "model", "seed", "steps", "prompts_per_step",
+    "samples_per_prompt", "epochs", "lr", "weight_decay", "grad_clip", "temperature",
+    "advantage", "loss", "train_pool", "eval_every", "eval_n", "eval_seed", "save_every",
+    "run_dir", "progress", "report_to", "max_samples",
+}  # fmt: skip
+
+
+def needs_mdm(algo: str | None) -> bool:
+    """Whether `algo` is a masked-diffusion recipe (its training table names an estimator)."""
+    return algo in recipes.recipes and bool(recipes.get(algo).training.get("estimator"))
+
+
 def settings(cfg: TrainConfig) -> MDMRun:
     """The run's settings, checked before the model loads: the recipe must name an
-    `mdm_logprob` estimator; decoding, scoring and τ_s must be valid (τ_s > 0, G1.9)."""
+    `mdm_logprob` estimator; decoding, scoring and τ_s must be valid (τ_s > 0, G1.9); no
+    field the trainer does not read may be set."""
+    unread = sorted(  # set away from its default (a resumed run's config sets every field)
+        name
+        for name, field in type(cfg).model_fields.items()
+        if name not in READS and getattr(cfg, name) != field.get_default(call_default_factory=True)
+    )
+    if unread:
+        raise ConfigError(
+            f"a masked diffusion LM run does not use {', '.join(unread)}; its fields: "
+            f"{', '.join(sorted(READS))}"
+        )
     recipe = recipes.get(cfg.algo)
     table = {k: s.value for k, s in recipe.training.items()}
     if table.get("estimator") not in mdm_logprob:
@@ -147,6 +173,14 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
     generator = torch.Generator().manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     step, evals, started = 0, [], time.perf_counter()
+    rows_per_step = cfg.prompts_per_step * run_cfg.samples_per_prompt
+
+    def spent(at: int) -> dict:
+        return {
+            "budget/samples": at * rows_per_step,
+            "time/elapsed_s": time.perf_counter() - started,
+        }
+
     if resume and (restored := run.load_checkpoint()) is not None:
         state = restored[1]
         model.load_state_dict(state["model"])
@@ -156,9 +190,12 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         rng.setstate(state["rng"])
         step, evals = state["step"], state["evals"]
     if step == 0:
-        evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, 0))
+        evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, 0, spent(0)))
 
-    while step < cfg.steps and not run.stopping:
+    def spent_all(at: int) -> bool:  # the arena's sample budget (max_samples), if set
+        return bool(cfg.max_samples) and at * rows_per_step >= cfg.max_samples  # 0: no cap
+
+    while step < cfg.steps and not run.stopping and not spent_all(step):
         step += 1
         t0 = time.perf_counter()
         # 1. rollouts: G decoded completions per prompt, scored by the task's verifier
@@ -217,9 +254,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         if step % GAP_EVERY == 0 or step == 1:
             metrics["estimator/gap"] = estimator_gap(model, batch, run_cfg, seeds[0])
         run.log(step, metrics)
-        last = step == cfg.steps or run.stopping
+        last = step == cfg.steps or run.stopping or spent_all(step)
         if last or (cfg.eval_every and step % cfg.eval_every == 0):
-            evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, step))
+            evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, step, spent(step)))
         if last or (cfg.save_every and step % cfg.save_every == 0):
             state = {
                 "step": step,
@@ -294,9 +331,12 @@ def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
     return float((values[0] - values[1]).abs()[mask].mean())
 
 
-def held_out(model, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: int) -> dict:
+def held_out(
+    model, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: int, spent: dict
+) -> dict:
     """Held-out greedy accuracy (full reward) and reward (τ_s = 0), and the sampled
-    reward at τ_s, as evaluate.py names them; logged."""
+    reward at τ_s, as evaluate.py names them; logged with `spent` (budget/samples,
+    time/elapsed_s: the arena's x axis and run time)."""
     scores = {}
     for name, temperature in (("greedy", 0.0), ("sampled", None)):
         sampling = run_cfg.sampling
@@ -313,5 +353,6 @@ def held_out(model, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: 
         if name == "greedy":
             scores["eval/greedy_accuracy"] = sum(r >= 1.0 for r in rewards) / len(rewards)
         scores[f"eval/{name}_reward"] = sum(rewards) / len(rewards)
+    scores.update(spent)
     run.log(step, scores, kind="eval")
     return {"step": step, **scores}
