@@ -100,3 +100,23 @@ def test_arena_spec_accepts_the_ring():
 
     spec = make_spec("lab/ring", "dgpo,orw_cfm_w2,flow_grpo_sde", seeds=5, budget=1280)
     assert spec.budget_unit == "generated samples"
+
+
+def test_dgpo_options_out_of_range_are_refused():
+    from policylab.lab.dgpo import DGPOOptions
+
+    for bad in ({"adv_clip": 0.0}, {"beta_dpo": -5.0}, {"beta_kl": -1.0}, {"lr": -1.0}):
+        with pytest.raises(ValueError, match=f"dgpo.*{next(iter(bad))}"):
+            DGPOOptions(**bad)
+
+
+def test_an_unreadable_cached_base_is_rebuilt(tmp_path, monkeypatch):
+    from policylab.lab import ring
+
+    monkeypatch.setenv("POLICYLAB_CACHE", str(tmp_path))
+    first = ring.base_ring_flow(0, steps=20)
+    (cached,) = tmp_path.glob("ring_flow_*.pt")
+    cached.write_bytes(b"torn")
+    again = ring.base_ring_flow(0, steps=20)
+    for a, b in zip(first.velocity_net.parameters(), again.velocity_net.parameters(), strict=True):
+        assert torch.equal(a, b)

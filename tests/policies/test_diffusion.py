@@ -63,7 +63,10 @@ def test_a4_sde_flow_logprobs_recomputed_and_zero_noise_is_euler():
     assert torch.allclose(again, out.logprobs, atol=1e-6)
     x0 = torch.randn(3, 2)
     ode = policy.sample("ode_euler", 3, x_noise=x0).sample
-    assert torch.allclose(policy.sample("sde_flow", 3, x_noise=x0, a=0.0).sample, ode, atol=1e-6)
+    tiny = policy.sample("sde_flow", 3, x_noise=x0, a=1e-7).sample  # a → 0: the Euler ODE
+    assert torch.allclose(tiny, ode, atol=1e-5)
+    with pytest.raises(ValueError, match="a = 0.0; accepted: a > 0.*ode_euler"):
+        policy.sample("sde_flow", 3, x_noise=x0, a=0.0)
 
 
 def test_a5_chain_row_through_ppo_clip_has_unit_ratio():

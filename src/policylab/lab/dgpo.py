@@ -126,6 +126,10 @@ class DGPOOptions:
                 "noise levels it draws from without replacement"
             )
         check_range("dgpo", "clip", self.clip, low=0.0)
+        for name in ("beta_dpo", "adv_clip", "lr"):  # 0 would train on nothing
+            check_range("dgpo", name, getattr(self, name), low=0.0, low_open=True)
+        for name in ("beta_kl", "weight_decay", "grad_clip"):
+            check_range("dgpo", name, getattr(self, name), low=0.0)
 
 
 def dgpo_init(problem, options: DGPOOptions, generator):

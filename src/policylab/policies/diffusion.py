@@ -183,7 +183,13 @@ def _stochastic(policy, x_noise, cond, generator, a, std_min, z_clip, keep_from)
 def sde_flow(policy, x_noise, cond, *, generator=None, a: float = 0.7) -> SamplerOutput:
     """Flow-GRPO's marginal-preserving SDE in the τ = 0-is-noise convention (G0.3), noise
     level a = 0.7 [code DGPO:config/base.py sample.noise_level, Flow-GRPO's default]; stores
-    ℓp[i,k] = mean_d log N(x_{k+1}; μ_θ, σ_k²Δτ) for every step."""
+    ℓp[i,k] = mean_d log N(x_{k+1}; μ_θ, σ_k²Δτ) for every step. a = 0 is the Euler ODE:
+    its steps have no density, so it is refused here (use `ode_euler`)."""
+    if not a > 0:
+        raise ValueError(
+            f"sde_flow: noise level a = {a!r}; accepted: a > 0 (a = 0 is deterministic, "
+            "with no step density: use the ode_euler sampler)"
+        )
     chain, logps, taus = _stochastic(policy, x_noise, cond, generator, a, 0.0, None, 0)
     return SamplerOutput(chain[:, -1], chain, x_noise, taus, logps, {"a": a})
 

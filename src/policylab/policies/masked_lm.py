@@ -14,7 +14,7 @@ float64); its confidence is softmax(logit)[x̃_l] at temperature 1 (`low_confide
 U(0, 1) (`random`); positions outside the current block get −∞; the n_j masked positions of
 highest confidence take their candidates. The step index at which a position is revealed is
 returned as `reveal` [B, L] (ρ of G0.1), what the likelihood estimators of
-`policylab.algebra.mdm_logprob` read.
+`policylab.policies.mdm_logprob` read.
 """
 
 from __future__ import annotations
