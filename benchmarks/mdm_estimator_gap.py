@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from policylab import tasks  # noqa: E402
 from policylab.arena.stats import mean_ci  # noqa: E402
 from policylab.models import build_tokenizer  # noqa: E402
-from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling  # noqa: E402
+from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, left_pad  # noqa: E402
 from policylab.policies.mdm_logprob import MDMLogprobConfig, mdm_logprob  # noqa: E402
 from policylab.pretrain_mdm import encode  # noqa: E402
 
@@ -39,8 +39,7 @@ def one_seed(model, tokenizer, seed: int, prompts: int, group: int, p: float) ->
     ids = [row for row in ids for _ in range(group)]
     sampling = MDMSampling(length=model.config.completion_length, steps=6, temperature=1.0)
     out = model.generate(ids, sampling, torch.Generator().manual_seed(seed))
-    width = max(len(r) for r in ids)
-    prompt = torch.tensor([[model.pad_id] * (width - len(r)) + r for r in ids])
+    prompt = left_pad(ids, model.pad_id)
     scores = {}
     for name, segments in (("one_step", 1), ("step_merge", 2), ("exact_steps", 6)):
         cfg = MDMLogprobConfig(prompt_mask_p=p, segments=segments, steps=6)

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from policylab.algebra.mdm import masked_sft_loss, noise_levels
-from policylab.policies.masked_lm import MaskedDiffusionLM, MDMConfig, MDMSampling
+from policylab.policies.masked_lm import MaskedDiffusionLM, MDMConfig, MDMSampling, decode, left_pad
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +80,6 @@ def heldout_accuracy(model, tokenizer, task, examples: list[dict], steps: int) -
     return sum(rewards) / len(rewards)
 
 
-def decode(tokenizer, response_ids: torch.Tensor, eos_id: int) -> list[str]:
-    """Completion texts up to the first EOS."""
-    texts = []
-    for row in response_ids.tolist():
-        row = row[: row.index(eos_id)] if eos_id in row else row
-        texts.append(tokenizer.decode(row))
-    return texts
-
-
 def pretrain(cfg: PretrainMDMConfig) -> dict:
     """Train, measure and save; returns the metadata written to policylab.json."""
     from policylab import tasks
@@ -113,17 +104,14 @@ def pretrain(cfg: PretrainMDMConfig) -> dict:
     model.train()
     for step in range(cfg.steps):
         rows = [rng.randrange(len(prompts)) for _ in range(cfg.batch_size)]
-        width = max(len(prompts[i]) for i in rows)
-        prompt = torch.tensor(
-            [[model.pad_id] * (width - len(prompts[i])) + prompts[i] for i in rows]
-        )
+        prompt = left_pad([prompts[i] for i in rows], model.pad_id)
         y = targets[rows]
         t = noise_levels(torch.rand(len(rows), generator=noise))
         masked = torch.rand(y.shape, generator=noise) < t[:, None]
         noisy = torch.where(masked, torch.full_like(y, model.mask_id), y)
         ids = torch.cat([prompt, noisy], 1)
         attention = torch.cat([prompt != model.pad_id, torch.ones_like(y, dtype=torch.bool)], 1)
-        logits = model(ids, attention)[:, width:]
+        logits = model(ids, attention)[:, prompt.shape[1] :]
         loss = masked_sft_loss(logits, y, masked, t)
         optimiser.zero_grad(set_to_none=True)
         loss.backward()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from policylab.engines.base import Generations, Sampling, check_request, load_unless_shared
-from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling
+from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, decode
 
 
 @dataclass
@@ -68,10 +68,7 @@ class MDMEngine:
         mdm = MDMSampling(length, self.steps, self.block, sampling.temperature, self.remasking)
         rows = [p for p in prompt_ids for _ in range(n)]
         out = self.model.generate(rows, mdm, generator)
-        eos = self.model.eos_id
-        texts = []
-        for row in out.response_ids.tolist():
-            texts.append(self.tokenizer.decode(row[: row.index(eos)] if eos in row else row))
+        texts = decode(self.tokenizer, out.response_ids, self.model.eos_id)
         return MDMEngineGenerations(
             response_ids=out.response_ids,
             logprobs=torch.zeros(out.response_ids.shape),

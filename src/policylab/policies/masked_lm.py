@@ -138,6 +138,15 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> torch.Tensor:
     return torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts])
 
 
+def decode(tokenizer, response_ids: torch.Tensor, eos_id: int) -> list[str]:
+    """Completion texts up to the first EOS."""
+    texts = []
+    for row in response_ids.tolist():
+        row = row[: row.index(eos_id)] if eos_id in row else row
+        texts.append(tokenizer.decode(row))
+    return texts
+
+
 class MaskedDiffusionLM(nn.Module):
     """Bidirectional transformer p_θ(y_l | z) over every position at once (G0.3)."""
 

@@ -34,9 +34,15 @@ from policylab import recipes, tasks
 from policylab.algebra.aggregate import global_normaliser
 from policylab.config import ConfigError, TrainConfig
 from policylab.models import build_tokenizer
-from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, is_mdm_folder
+from policylab.policies.masked_lm import (
+    MaskedDiffusionLM,
+    MDMSampling,
+    decode,
+    is_mdm_folder,
+    left_pad,
+)
 from policylab.policies.mdm_logprob import MDMLogprobConfig, mdm_logprob, score_temperature
-from policylab.pretrain_mdm import decode, encode
+from policylab.pretrain_mdm import encode
 from policylab.recipes.compose import components
 from policylab.rollouts import Rollouts
 from policylab.trainers.llm import TrainResult
@@ -284,8 +290,7 @@ def rollout(model, tokenizer, task, examples, run_cfg: MDMRun, generator) -> Rol
     columns = {c: [e[c] for e in examples for _ in range(n)] for c in task.columns}
     row_prompts = [e["prompt"] for e in examples for _ in range(n)]
     rewards = torch.tensor(task.reward(row_prompts, texts, **columns), dtype=torch.float32)
-    width = max(len(p) for p in rows)
-    padded = torch.tensor([[model.pad_id] * (width - len(p)) + p for p in rows])
+    padded = left_pad(rows, model.pad_id)
     return Rollouts(
         rewards=rewards,
         response_mask=out.response_mask,
