@@ -204,6 +204,17 @@ def _clip_fractions(terms: TokenTerms, ratio, low: float, high: float) -> dict[s
 
 
 # ---- losses -----------------------------------------------------------------------------------
+def clipped_surrogate(
+    ratio: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float
+) -> torch.Tensor:
+    """PPO's clipped term per element: max(−A·r, −A·clip(r, 1 − ε_low, 1 + ε_high)) =
+    −min(r·A, clip(r)·A) (arXiv:1707.06347 eq. 7). The one home of the formula: ppo_clip,
+    rank_ppo_clip and the lab methods' own PPO loops call it."""
+    return torch.maximum(
+        -advantages * ratio, -advantages * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
+    )
+
+
 @policy_losses.register("ppo_clip", config=PPOClipOptions)
 def ppo_clip_loss(
     logprobs,
@@ -223,8 +234,7 @@ def ppo_clip_loss(
     PPO arXiv:1707.06347 eq. 7; clip-higher: DAPO arXiv:2503.14476 §3.1."""
     terms = token_terms(logprobs, old_logprobs, advantages, response_mask)
     A, r = terms.adv, terms.ratio
-    clipped = r.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high)
-    L = torch.maximum(-A * r, -A * clipped)
+    L = clipped_surrogate(r, A, cfg.eps_low, cfg.eps_high)
     metrics = _clip_fractions(terms, r, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high)
     if cfg.dual_clip_c is not None:
         L = torch.where(A < 0, torch.minimum(L, -cfg.dual_clip_c * A), L)

@@ -29,6 +29,7 @@ from policylab.algebra.losses import (
     ratio_metrics,
     token_terms,
 )
+from policylab.algebra.losses import clipped_surrogate as ppo_term
 from policylab.algebra.options import check_choice, check_range, option
 from policylab.rollouts import Rollouts
 
@@ -126,7 +127,7 @@ def clipped_surrogate(
     """Per-token L = −min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A) with ρ = exp(clamp(log ρ, ±20))
     (§1.1's ppo_clip term, here with the rank-level ratio). [B, T] → [B, T]."""
     rho = torch.exp(log_ratio.clamp(-20.0, 20.0))
-    return -torch.minimum(rho * advantages, rho.clamp(1 - eps_low, 1 + eps_high) * advantages)
+    return ppo_term(rho, advantages, eps_low, eps_high)
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def rank_ppo_clip_loss(
     log_ratio = log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     terms = dataclasses.replace(terms, log_ratio=log_ratio, ratio=torch.exp(log_ratio))
     A, r = terms.adv, terms.ratio
-    L = torch.maximum(-A * r, -A * r.clamp(1.0 - cfg.eps_low, 1.0 + cfg.eps_high))
+    L = ppo_term(r, A, cfg.eps_low, cfg.eps_high)
     if cfg.dual_clip_c is not None:
         L = torch.where(A < 0, torch.minimum(L, -cfg.dual_clip_c * A), L)
     metrics = _clip_fractions(terms, r, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from policylab.algebra.losses import clipped_surrogate
+
 
 def confidence_gain(confidence: torch.Tensor) -> torch.Tensor:
     """r_t = p_{t+1}(y) − p_t(y). confidence: [T, B] → rewards [T−1, B]."""
@@ -52,6 +54,9 @@ def view_ppo_loss(
     """The module docstring's loss; every argument [T, B], `returns` already normalised."""
     advantages = returns - values.detach()
     ratio = torch.exp(logp - old_logp.detach())
-    surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
     value_loss = (values - returns) ** 2
-    return (-surrogate + value_coef * value_loss - entropy_coef * entropy).mean()
+    return (
+        clipped_surrogate(ratio, advantages, clip, clip)
+        + value_coef * value_loss
+        - entropy_coef * entropy
+    ).mean()

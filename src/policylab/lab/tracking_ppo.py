@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch.func import vmap
 
+from policylab.algebra.losses import clipped_surrogate
 from policylab.algebra.options import check_range, option
 from policylab.algebra.tpgr import discounted_returns
 from policylab.envs.tracking import initial_state, real_step
@@ -97,8 +98,7 @@ def ppo_step(problem, state, options, generator):
         if old_logp is None:
             old_logp = logp.detach()
         ratio = (logp - old_logp).exp()
-        clipped = ratio.clamp(1 - options.clip, 1 + options.clip)
-        loss = -torch.minimum(ratio * adv, clipped * adv).mean()
+        loss = clipped_surrogate(ratio, adv, options.clip, options.clip).mean()
         state["opt"].zero_grad()
         loss.backward()
         state["opt"].step()

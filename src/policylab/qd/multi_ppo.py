@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from policylab.algebra.advantages import gae_over_time
+from policylab.algebra.losses import clipped_surrogate
 from policylab.envs.noisy_point_mass import (
     N_REWARDS,
     OBS_DIM,
@@ -136,9 +137,7 @@ def ppo_iterations(
                 adv_mb = (adv_mb - adv_mb.mean(1, keepdim=True)) / (
                     adv_mb.std(1, keepdim=True) + 1e-8
                 )
-                pg = torch.maximum(
-                    -adv_mb * ratio, -adv_mb * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)
-                ).mean(1)
+                pg = clipped_surrogate(ratio, adv_mb, cfg.clip, cfg.clip).mean(1)
                 v = mlp_apply(c_p, csizes, obs[:, idx])
                 vloss = 0.5 * ((v - returns[:, idx]) ** 2).mean((1, 2))
                 loss = (pg + cfg.vf_coef * vloss) * active
