@@ -120,3 +120,16 @@ def test_evaluations_carry_the_arena_s_budget(mdm_dir, tmp_path):
 def test_max_samples_ends_the_run_at_the_arena_s_budget(mdm_dir, tmp_path):
     result = train(algo="diffu_grpo", **fields(mdm_dir, tmp_path / "r", steps=50, max_samples=30))
     assert result.steps * 3 * 8 >= 30 > (result.steps - 1) * 3 * 8
+
+
+def test_a_resume_needs_the_weights_the_run_started_from(mdm_dir, tmp_path):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(mdm_dir, model)
+    run = tmp_path / "r"
+    train(algo="diffu_grpo", **{**fields(model, run), "model": str(model), "steps": 1})
+    torch.manual_seed(1)
+    MaskedDiffusionLM(MDMConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64)).save(model)
+    with pytest.raises(ValueError, match="holds other weights than the run started from"):
+        train(algo="diffu_grpo", **{**fields(model, run), "model": str(model)}, resume=True)

@@ -23,12 +23,15 @@ papers' values for them (`policylab describe diffu_grpo`).
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+import yaml
 
 from policylab import recipes, tasks
 from policylab.algebra.aggregate import global_normaliser
@@ -169,6 +172,10 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         optimiser, lr_lambda(cfg, cfg.steps * run_cfg.epochs)
     )
     resolved = {"mdm": {k: str(v) for k, v in run_cfg.__dict__.items()}}
+    # the starting weights (the KL reference): a resume must start from the same ones
+    resolved["mdm"]["model_sha256"] = weights_digest(cfg.model)
+    if resume:
+        check_same_start(cfg.folder, resolved["mdm"]["model_sha256"], cfg.model)
     run = Run(
         cfg.folder,
         {**cfg.model_dump(), "resolved": resolved},
@@ -277,6 +284,25 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
     model.save(run.dir / "model", {"algo": cfg.algo, "task": cfg.task, "steps": step})
     run.close()
     return TrainResult(str(run.dir), evals[0], evals[-1], step, time.perf_counter() - started)
+
+
+def weights_digest(folder: str) -> str:
+    """sha256 of an MDM folder's weights file."""
+    return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()
+
+
+def check_same_start(run_dir, digest: str, model: str) -> None:
+    """A resumed run's model folder still holds the weights it started from: its reference
+    for the KL (not in the checkpoint) is rebuilt from them."""
+    path = Path(run_dir) / "config.yaml"
+    saved = yaml.safe_load(path.read_text()) if path.is_file() else None
+    before = ((saved or {}).get("resolved") or {}).get("mdm", {}).get("model_sha256")
+    if before is not None and before != digest:
+        raise ValueError(
+            f"cannot resume {run_dir}: --model {model!r} holds other weights than the run "
+            f"started from (sha256 {digest[:12]}… vs {before[:12]}…); its KL reference would "
+            "change. Restore that folder or start a new run_dir"
+        )
 
 
 def rollout(model, tokenizer, task, examples, run_cfg: MDMRun, generator) -> Rollouts:
