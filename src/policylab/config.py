@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -1076,26 +1076,33 @@ class TabularConfig(RunSchema):
         "overhead; 0 leaves torch's default)",
     )
 
+    KIND: ClassVar[str] = "tabular"  # the task prefix and the registries' kind
+
+    @classmethod
+    def catalogue(cls):
+        """(methods, tasks) registries of this run kind."""
+        from policylab.tabular.catalogue import tabular_methods, tabular_tasks
+
+        return tabular_methods, tabular_tasks
+
     @field_validator("algo")
     @classmethod
     def _known_method(cls, value: str) -> str:
-        from policylab.tabular.catalogue import tabular_methods
-
-        if value not in tabular_methods:
+        methods, _ = cls.catalogue()
+        if value not in methods:
             raise ValueError(
-                f"unknown tabular method {value!r}; choices: {', '.join(tabular_methods.names())}"
+                f"unknown {cls.KIND} method {value!r}; choices: {', '.join(methods.names())}"
             )
         return value
 
     @field_validator("task")
     @classmethod
     def _known_task(cls, value: str) -> str:
-        from policylab.tabular.catalogue import is_tabular_task, tabular_tasks
-
-        name = value.removeprefix("tabular/")
-        if not is_tabular_task(value) or name not in tabular_tasks:
-            choices = ", ".join(f"tabular/{n}" for n in tabular_tasks.names())
-            raise ValueError(f"unknown tabular task {value!r}; choices: {choices}")
+        _, tasks = cls.catalogue()
+        prefix = f"{cls.KIND}/"
+        if not value.startswith(prefix) or value.removeprefix(prefix) not in tasks:
+            choices = ", ".join(f"{prefix}{n}" for n in tasks.names())
+            raise ValueError(f"unknown {cls.KIND} task {value!r}; choices: {choices}")
         return value
 
 
@@ -1107,28 +1114,13 @@ class LabConfig(TabularConfig):
 
     algo: str = Field("", description="lab method (policylab list)")
     task: str = Field("lab/", description="lab/<task>")
+    KIND: ClassVar[str] = "lab"
 
-    @field_validator("algo")
     @classmethod
-    def _known_method(cls, value: str) -> str:
-        from policylab.lab.catalogue import lab_methods
+    def catalogue(cls):
+        from policylab.lab.catalogue import lab_methods, lab_tasks
 
-        if value not in lab_methods:
-            raise ValueError(
-                f"unknown lab method {value!r}; choices: {', '.join(lab_methods.names())}"
-            )
-        return value
-
-    @field_validator("task")
-    @classmethod
-    def _known_task(cls, value: str) -> str:
-        from policylab.lab.catalogue import is_lab_task, lab_tasks
-
-        name = value.removeprefix("lab/")
-        if not is_lab_task(value) or name not in lab_tasks:
-            choices = ", ".join(f"lab/{n}" for n in lab_tasks.names())
-            raise ValueError(f"unknown lab task {value!r}; choices: {choices}")
-        return value
+        return lab_methods, lab_tasks
 
     @model_validator(mode="after")
     def _method_runs_on_task(self) -> LabConfig:
