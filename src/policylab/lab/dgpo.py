@@ -21,13 +21,12 @@ from policylab.algebra.losses import PPOClipOptions, ppo_clip_loss
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
 from policylab.lab import ring as _ring  # noqa: F401  (registers lab/ring)
+from policylab.lab.generator_task import generator_task
 from policylab.policies.diffusion import DiffusionPolicy, chain_logprobs
 from policylab.recipes.base import S
-from policylab.rewards.generated import ring_metrics, score
 from policylab.rollouts import Rollouts
 from policylab.tabular.methods import TabularMethod
 
-REWARD = "ring_mode"
 DGPO_CODE = "[code Luo-Yihong/DGPO:config/dgpo.py]"
 DGPO_BASE = "[code Luo-Yihong/DGPO:config/base.py]"
 ORW_CODE = "[code markerthu/orw-cfm:finetune_fm.py main]"
@@ -74,14 +73,9 @@ def policy_of(problem, state) -> DiffusionPolicy:
     return state["policy"]
 
 
-def _batch_metrics(policy, samples, drift: float) -> dict[str, float]:
-    m = ring_metrics(samples)
-    return {
-        "reward/mean": m["reward/mean"],
-        "div/mode_entropy": m["div/mode_entropy"],
-        "fid/on_manifold": m["fid/on_manifold"],
-        "ref/drift": drift,
-    }
+def _batch_metrics(problem, samples, cond, drift: float) -> dict[str, float]:
+    """The task's batch metrics (ring: reward, mode entropy, on-manifold) and `ref/drift`."""
+    return {**generator_task(problem).batch_metrics(samples, cond), "ref/drift": drift}
 
 
 def _learn(state, loss, grad_clip) -> float:
@@ -93,9 +87,9 @@ def _learn(state, loss, grad_clip) -> float:
     return float(norm)
 
 
-def _drift(policy, xt, tau, v) -> torch.Tensor:
-    """mean_d (v̂_θ − v̂_ref)² per row at the same (x^τ, τ) (the W2 / KL term, G0.5)."""
-    return ((v - policy.ref_velocity(xt, tau)) ** 2).mean(-1)
+def _drift(policy, xt, tau, v, cond=None) -> torch.Tensor:
+    """mean_d (v̂_θ − v̂_ref)² per row at the same (x^τ, τ, c) (the W2 / KL term, G0.5)."""
+    return ((v - policy.ref_velocity(xt, tau, cond)) ** 2).mean(-1)
 
 
 # ---- DGPO ----------------------------------------------------------------------------------
@@ -146,27 +140,29 @@ def dgpo_step(problem, state, options: DGPOOptions, generator):
         raise ValueError(f"dgpo.trunc = {options.trunc} needs trunc + 1 <= K = {policy.steps}")
     # 1. rollouts with the deterministic ODE (the EMA weights after switch_ema_ref)
     roller = ema if state["step"] >= options.switch_ema_ref else policy
-    x = roller.sample("ode_euler", B, generator=generator).sample
+    task = generator_task(problem)
+    cond = task.group_conditions(n_groups, G, generator)
+    x = roller.sample("ode_euler", B, cond=cond, generator=generator).sample
     group_ids = torch.arange(n_groups).repeat_interleave(G)
     # 2. rewards and group advantages (population std, clip 5, flat groups masked)
-    rewards = score(REWARD, x)
+    rewards = task.reward(x, cond)
     adv = gen.dgpo_advantages(rewards, group_ids, clip=options.adv_clip)
     # 3. M noise levels from the noisy end, one shared ε per group per level
     order = torch.randperm(options.trunc + 1, generator=generator)[: options.timesteps]
     total, w_all, keep_all, drifts = 0.0, [], [], []
     for k in order.tolist():
         tau = torch.full((B, 1), k / policy.steps)
-        eps = torch.randn(n_groups, 2, generator=generator).repeat_interleave(G, 0)
-        ell, v, xt = policy.cfm_loss(x, tau, eps)
+        eps = torch.randn(n_groups, task.dim, generator=generator).repeat_interleave(G, 0)
+        ell, v, xt = policy.cfm_loss(x, tau, eps, cond)
         with torch.no_grad():
             u = x - eps
-            ema_v = ema.velocity(xt, tau)
+            ema_v = ema.velocity(xt, tau, cond)
             ell_old = ((ema_v - u) ** 2).mean(-1)
-            ref_v = ema_v if options.use_ema_ref else policy.ref_velocity(xt, tau)
+            ref_v = ema_v if options.use_ema_ref else policy.ref_velocity(xt, tau, cond)
             ell_ref = ((ref_v - u) ** 2).mean(-1)
         w = gen.dgpo_group_weights(adv, ell, ell_ref, group_ids, options.beta_dpo)
         keep = gen.dgpo_trust_region(adv, ell, ell_old, options.clip) if options.clip else None
-        drift = ((v - policy.ref_velocity(xt, tau)) ** 2).mean(-1)
+        drift = _drift(policy, xt, tau, v, cond)
         loss = gen.dgpo_loss(adv, ell, w, keep) + options.beta_kl * drift.mean()
         total = total + loss / options.timesteps
         w_all.append(w)
@@ -179,7 +175,7 @@ def dgpo_step(problem, state, options: DGPOOptions, generator):
         for e, p in zip(ema.trainable(), policy.trainable(), strict=True):
             e.mul_(decay).add_(p, alpha=1 - decay)
     w = torch.cat(w_all)
-    metrics = _batch_metrics(policy, x, sum(drifts) / len(drifts))
+    metrics = _batch_metrics(problem, x, cond, sum(drifts) / len(drifts))
     metrics.update(
         {
             "cost": B,
@@ -262,16 +258,18 @@ def orw_step(problem, state, options: ORWOptions, generator):
     policy = state["policy"]
     if state["step"] % options.refresh_every == 0:
         state["ema"].velocity_net.load_state_dict(policy.velocity_net.state_dict())
-    x = state["ema"].sample("ode_euler", options.batch, generator=generator).sample
-    rewards = score(REWARD, x)
+    task = generator_task(problem)
+    cond = task.group_conditions(options.batch, 1, generator)
+    x = state["ema"].sample("ode_euler", options.batch, cond=cond, generator=generator).sample
+    rewards = task.reward(x, cond)
     w = gen.orw_weights(rewards, options.beta)
     tau = torch.rand(options.batch, 1, generator=generator)
-    eps = torch.randn(options.batch, 2, generator=generator)
-    ell, v, xt = policy.cfm_loss(x, tau, eps)
-    drift = _drift(policy, xt, tau, v)
+    eps = torch.randn(options.batch, task.dim, generator=generator)
+    ell, v, xt = policy.cfm_loss(x, tau, eps, cond)
+    drift = _drift(policy, xt, tau, v, cond)
     loss = gen.weighted_denoising_loss(w, ell, drift, options.alpha)
     norm = _learn(state, loss, options.grad_clip)
-    metrics = _batch_metrics(policy, x, float(drift.detach().mean()))
+    metrics = _batch_metrics(problem, x, cond, float(drift.detach().mean()))
     metrics.update(
         {
             "cost": options.batch,
@@ -343,9 +341,11 @@ def fgrpo_step(problem, state, options: FlowGRPOOptions, generator):
     G, n_groups = options.group_size, options.groups
     B = G * n_groups
     # 1. SDE rollouts: each chain is a row, its K steps the token axis (G0.2)
-    out = policy.sample("sde_flow", B, generator=generator, a=options.noise_level)
+    task = generator_task(problem)
+    cond = task.group_conditions(n_groups, G, generator)
+    out = policy.sample("sde_flow", B, cond=cond, generator=generator, a=options.noise_level)
     rows = Rollouts(
-        rewards=score(REWARD, out.sample),
+        rewards=task.reward(out.sample, cond),
         response_mask=torch.ones_like(out.logprobs),
         group_ids=torch.arange(n_groups).repeat_interleave(G),
         logprobs=out.logprobs,
@@ -355,13 +355,15 @@ def fgrpo_step(problem, state, options: FlowGRPOOptions, generator):
     adv = grpo_advantages(rows, GRPOOptions())
     cfg = PPOClipOptions(eps_low=options.eps_clip, eps_high=options.eps_clip)
     for _ in range(options.epochs):
-        logp = chain_logprobs(policy, rows.extras["chain"], out.taus, a=options.noise_level)
+        logp = chain_logprobs(policy, rows.extras["chain"], out.taus, cond, a=options.noise_level)
         loss, pg = ppo_clip_loss(logp, rows.logprobs, adv, rows.response_mask, cfg)
         norm = _learn(state, loss, options.grad_clip)
     with torch.no_grad():
-        xt, tau = out.chain[:, :-1].reshape(-1, 2), out.taus.repeat(B).unsqueeze(-1)
-        drift = float(_drift(policy, xt, tau, policy.velocity(xt, tau)).mean())
-    metrics = _batch_metrics(policy, out.sample, drift)
+        K = out.taus.shape[0]
+        xt, tau = out.chain[:, :-1].reshape(-1, task.dim), out.taus.repeat(B).unsqueeze(-1)
+        c = None if cond is None else cond.repeat_interleave(K, 0)
+        drift = float(_drift(policy, xt, tau, policy.velocity(xt, tau, c), c).mean())
+    metrics = _batch_metrics(problem, out.sample, cond, drift)
     metrics.update(
         {
             "cost": B,

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from policylab.lab import lab_tasks
+from policylab.lab.generator_task import GeneratorTask
 from policylab.policies.diffusion import DiffusionPolicy
 from policylab.rewards.generated import ring_metrics, ring_mode, ring_sample
 from policylab.tabular.methods import Problem
@@ -85,6 +86,12 @@ def ode_samples(policy: DiffusionPolicy, noise: torch.Tensor) -> torch.Tensor:
     return policy.sample("ode_euler", noise.shape[0], x_noise=noise).sample
 
 
+def ring_batch_metrics(samples: torch.Tensor, cond=None) -> dict[str, float]:
+    """The per-step metrics of a batch (G0.8): reward, mode entropy, on-manifold."""
+    m = ring_metrics(samples)
+    return {k: m[k] for k in ("reward/mean", "div/mode_entropy", "fid/on_manifold")}
+
+
 def ring(
     seed: int, base_seed: int = 0, base_steps: int = 3000, eval_samples: int = 2000
 ) -> Problem:
@@ -111,7 +118,16 @@ def ring(
         optimum=1.0,
         initial_policy=base,
         budget_unit="generated samples",
-        extras={"metrics": metrics, "eval_noise": noise},
+        extras={
+            "metrics": metrics,
+            "eval_noise": noise,
+            "generator": GeneratorTask(
+                dim=2,
+                reward=ring_mode,
+                batch_metrics=ring_batch_metrics,
+                differentiable_reward=ring_mode,
+            ),
+        },
     )
 
 

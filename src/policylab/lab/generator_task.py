@@ -1,0 +1,41 @@
+"""What a lab generator task gives its methods (papers/seed_generative.md G0.5, G0.6): the
+sample dimension, how conditions are drawn, the reward, and the batch metrics. Every
+continuous-generator method (DGPO, ORW-CFM-W2, Flow-GRPO, AC-Flow, ROCM, ...) reads the task
+through this one record in `problem.extras["generator"]`, so a method written for the ring
+runs on the class-conditional digits unchanged.
+
+Conditions are drawn once per group: `conditions(n, generator)` returns [n, C] (one row per
+group) or None for an unconditional task, which then draws nothing from the generator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class GeneratorTask:
+    dim: int  # D of a sample
+    reward: Callable[[Tensor, Tensor | None], Tensor]  # R(x [B, D], c [B, C] | None) -> [B]
+    batch_metrics: Callable[[Tensor, Tensor | None], dict[str, float]]
+    conditions: Callable[[int, torch.Generator | None], Tensor | None] = lambda n, g: None
+    # a differentiable reward for pathwise objectives (G0.5 kind 3); None when there is none
+    differentiable_reward: Callable[[Tensor, Tensor | None], Tensor] | None = None
+
+    def group_conditions(
+        self, groups: int, group_size: int, generator: torch.Generator | None
+    ) -> Tensor | None:
+        """One condition per group, repeated for its `group_size` rows: [groups·G, C] or None."""
+        cond = self.conditions(groups, generator)
+        return None if cond is None else cond.repeat_interleave(group_size, 0)
+
+
+def generator_task(problem) -> GeneratorTask:
+    task = problem.extras.get("generator")
+    if not isinstance(task, GeneratorTask):
+        raise TypeError("this method needs a lab generator task (extras['generator'])")
+    return task
