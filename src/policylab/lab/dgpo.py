@@ -21,7 +21,7 @@ from policylab.algebra.losses import PPOClipOptions, ppo_clip_loss
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
 from policylab.lab import ring as _ring  # noqa: F401  (registers lab/ring)
-from policylab.lab.generator_task import generator_task
+from policylab.lab.generator_task import GENERATOR_TASKS, generator_task
 from policylab.policies.diffusion import DiffusionPolicy, chain_logprobs
 from policylab.recipes.base import S
 from policylab.rollouts import Rollouts
@@ -196,7 +196,7 @@ def dgpo_restore(problem, options, saved):
 
 add_method(
     TabularMethod(
-        tasks=("ring",),
+        tasks=GENERATOR_TASKS,
         name="dgpo",
         title="DGPO — direct group preference optimisation (ODE rollouts)",
         paper="Luo, Hu, Tang, arXiv:2510.08425; code Luo-Yihong/DGPO",
@@ -288,7 +288,7 @@ def orw_restore(problem, options, saved):
 
 add_method(
     TabularMethod(
-        tasks=("ring",),
+        tasks=GENERATOR_TASKS,
         name="orw_cfm_w2",
         title="ORW-CFM-W2 — online reward-weighted CFM with a W2 bound",
         paper="Fan et al., ICLR 2025; code markerthu/orw-cfm",
@@ -382,7 +382,7 @@ def fgrpo_restore(problem, options, saved):
 
 add_method(
     TabularMethod(
-        tasks=("ring",),
+        tasks=GENERATOR_TASKS,
         name="flow_grpo_sde",
         title="Flow-GRPO-style PG: sde_flow rollouts, grpo, ppo_clip over chain steps",
         paper="after Flow-GRPO (Liu et al., arXiv:2505.05470); comparator of DGPO (G2.2)",

@@ -16,6 +16,9 @@ import torch
 
 Tensor = torch.Tensor
 
+# the lab tasks that carry a GeneratorTask: every continuous-generator method runs on each
+GENERATOR_TASKS: tuple[str, ...] = ("ring",)
+
 
 @dataclass(frozen=True)
 class GeneratorTask:
