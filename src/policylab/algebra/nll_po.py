@@ -12,15 +12,22 @@ import torch
 from policylab.algebra.options import check_choice, check_range
 
 Tensor = torch.Tensor
-TRANSFORMS = ("none", "normalize", "rbf")
+TRANSFORMS = ("none", "normalize", "rbf", "loo")
 
 
 def transform_rewards(rewards: Tensor, transform: str = "normalize", gamma: float = 1.0) -> Tensor:
     """T(r): none → r; normalize → r − min over the M samples of each input (dim 0);
-    rbf → exp(γ·r) [code loss.py PG._transform_rewards]."""
+    rbf → exp(γ·r) [code loss.py PG._transform_rewards]; loo → r − the mean of the other
+    M − 1 samples' rewards [ours: a baseline independent of its sample, so the score-function
+    gradient and Hessian stay unbiased while the data-noise part of r cancels]."""
     check_choice("nll_po", "reward_transform", transform, TRANSFORMS)
     if transform == "normalize":
         return rewards - rewards.amin(dim=0, keepdim=True)
+    if transform == "loo":
+        m = rewards.shape[0]
+        if m < 2:
+            raise ValueError("nll_po.reward_transform = 'loo' needs M >= 2 samples per input")
+        return (rewards - rewards.mean(0, keepdim=True)) * m / (m - 1)
     if transform == "rbf":
         return torch.exp(gamma * rewards)
     return rewards

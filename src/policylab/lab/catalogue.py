@@ -9,6 +9,7 @@ import policylab.lab.disk  # noqa: F401  (§15 DISK: lab/image_pairs; disk, supe
 import policylab.lab.hgam  # noqa: F401  (§12: lab/uav_coverage; hgam_provisional, maddpg, uav_script)
 import policylab.lab.hnpg  # noqa: F401  (§8: lab/combination_lock; hnpg, trpo, fqe_greedy)
 import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
+import policylab.lab.nll_to_po  # noqa: F401  (G6: lab/gaussian_fit, po_mse, digits_classify; nll, nll_to_po)
 import policylab.lab.ppga  # noqa: F401  (§9: lab/noisy_point_mass, PPGA, MAP-Elites, CMA-MAE)
 import policylab.lab.recsys_lists  # noqa: F401  (§14 Rank-GRPO)
 import policylab.lab.recsys_tpgr  # noqa: F401  (§14 TPGR)

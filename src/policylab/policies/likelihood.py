@@ -41,7 +41,11 @@ class FreeGaussian(nn.Module):
 
     def forward(self, x: Tensor) -> D.Distribution:
         B = x.shape[0]
-        return D.MultivariateNormal(self.mu.expand(B, -1), scale_tril=self.scale_tril())
+        if self.lower is None:
+            scale = self.log_diag.exp().expand(B, -1)
+            return D.Independent(D.Normal(self.mu.expand(B, -1), scale, validate_args=False), 1)
+        loc = self.mu.expand(B, -1)
+        return D.MultivariateNormal(loc, scale_tril=self.scale_tril(), validate_args=False)
 
 
 class GaussianMLP(nn.Module):
@@ -55,7 +59,9 @@ class GaussianMLP(nn.Module):
 
     def forward(self, x: Tensor) -> D.Distribution:
         mean, log_std = self.net(x).split(self.n_out, dim=-1)
-        return D.Independent(D.Normal(mean, log_std.clamp(-10.0, 5.0).exp()), 1)
+        return D.Independent(
+            D.Normal(mean, log_std.clamp(-10.0, 5.0).exp(), validate_args=False), 1
+        )
 
 
 class CategoricalMLP(nn.Module):
@@ -66,7 +72,7 @@ class CategoricalMLP(nn.Module):
         self.net = _mlp(n_in, hidden, classes)
 
     def forward(self, x: Tensor) -> D.Distribution:
-        return D.Categorical(logits=self.net(x))
+        return D.Categorical(logits=self.net(x), validate_args=False)
 
 
 @torch.no_grad()

@@ -18,7 +18,7 @@ Two solvers:
   v by CG on the normal equations H²v = H∇_θL_out (`cg_maxiter` 1 [code]); H·w by
   torch.func.jvp of ∇_θ L_in, the cross term by torch.func.vjp. Then an outer Adam step on
   U's parameters with the hypergradient clamped to ±10 [code]. L_in is `pg_loss` with
-  reward transform `none` [code] in its ratio form (same gradient, unbiased Hessian [ours],
+  reward transform `loo` [ours; `none` is the code's] in its ratio form (same gradient, unbiased Hessian [ours],
   algebra/nll_po.py), over M samples drawn once at θ* so every derivative sees the same ŷ."""
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class ImplicitOptions:
     cg_maxiter: int = option(1, "CG iterations of the normal-equation solve")
     inner_clip: float = option(1.0, "inner gradients clamped to ±inner_clip")
     outer_clip: float = option(10.0, "hypergradient clamped to ±outer_clip")
+    transform: str = option("loo", "reward transform of the inner loss (none: the code's)")
 
     def __post_init__(self) -> None:
         for name in ("n_inner", "samples", "cg_maxiter"):
@@ -56,6 +57,9 @@ class ImplicitOptions:
         for name in ("inner_lr", "outer_lr", "inner_clip", "outer_clip"):
             check_range("bilevel", name, getattr(self, name), low=0.0, low_open=True)
         check_range("bilevel", "lam", self.lam, low=0.0, low_open=True)
+        check_choice("bilevel", "transform", self.transform, ("none", "loo"))
+        if self.transform == "loo":
+            check_range("bilevel", "samples", self.samples, low=2)
 
 
 # ---- heuristic ------------------------------------------------------------------------------
@@ -76,14 +80,16 @@ def heuristic_reward(residuals: Tensor, lam: float, kind: str = "full") -> Tenso
 
 
 # ---- implicit -------------------------------------------------------------------------------
-def inner_loss_fn(policy: nn.Module, reward: nn.Module, lam: float) -> Callable[..., Tensor]:
-    """L_in(θ, φ; x, y, ŷ) = pg_loss (transform none, ratio form) as a pure function."""
+def inner_loss_fn(
+    policy: nn.Module, reward: nn.Module, lam: float, transform: str
+) -> Callable[..., Tensor]:
+    """L_in(θ, φ; x, y, ŷ) = pg_loss (ratio form) as a pure function."""
 
     def loss(params: Params, rparams: Params, x: Tensor, y: Tensor, y_hat: Tensor) -> Tensor:
         dist = functional_call(policy, params, (x,))
         rewards = functional_call(reward, rparams, (y_hat, y))
         return pg_loss(
-            dist.log_prob(y_hat), rewards, dist.entropy(), lam=lam, transform="none", ratio=True
+            dist.log_prob(y_hat), rewards, dist.entropy(), lam=lam, transform=transform, ratio=True
         )
 
     return loss
@@ -110,9 +116,8 @@ def train_inner(
         y_hat = draw(dist, options.samples, generator)
         with torch.no_grad():
             rewards = reward(y_hat, y)
-        loss = pg_loss(
-            dist.log_prob(y_hat), rewards, dist.entropy(), lam=options.lam, transform="none"
-        )
+        logp, entropy = dist.log_prob(y_hat), dist.entropy()
+        loss = pg_loss(logp, rewards, entropy, lam=options.lam, transform=options.transform)
         opt.zero_grad()
         loss.backward()
         for p in policy.parameters():
@@ -165,7 +170,7 @@ def hypergradient(
     rparams = {k: p.detach() for k, p in reward.named_parameters()}
     with torch.no_grad():
         y_hat = draw(policy(x), options.samples, generator)
-    inner = inner_loss_fn(policy, reward, options.lam)
+    inner = inner_loss_fn(policy, reward, options.lam, options.transform)
     F = grad(inner, argnums=0)  # ∇_θ L_in(θ, φ)
 
     def hvp(w: Params) -> Params:
@@ -197,3 +202,36 @@ def implicit_outer_step(
         p.grad = hyper[name].clamp(-options.outer_clip, options.outer_clip)
     outer_opt.step()
     return {"bilevel/outer_nll": out, "bilevel/inner_loss": inner_losses[-1]}
+
+
+def run_implicit(
+    make_policy: Callable[[], nn.Module],
+    reward: nn.Module,
+    x: Tensor,
+    y: Tensor,
+    options: ImplicitOptions,
+    outer_steps: int,
+    generator: torch.Generator | None,
+    patience: int = 0,
+) -> list[dict[str, float]]:
+    """`outer_steps` outer steps from the reward's current U; with `patience` > 0 the outer
+    learning rate is multiplied by 0.75 (down to 1e-6) after `patience` steps without a
+    better outer NLL [code: outer_scheduler_patience, scheduler_factor 0.75,
+    scheduler_min_lr 1e-6; the code watches the validation NLL]."""
+    check_range("bilevel", "outer_steps", outer_steps, low=1)
+    check_range("bilevel", "patience", patience, low=0)
+    opt = torch.optim.Adam(reward.parameters(), lr=options.outer_lr)
+    best, waited, history = float("inf"), 0, []
+    for _ in range(outer_steps):
+        metrics = implicit_outer_step(make_policy, reward, opt, x, y, options, generator)
+        metrics["bilevel/outer_lr"] = opt.param_groups[0]["lr"]
+        history.append(metrics)
+        if patience:
+            if metrics["bilevel/outer_nll"] < best:
+                best, waited = metrics["bilevel/outer_nll"], 0
+            else:
+                waited += 1
+            if waited >= patience:
+                for group in opt.param_groups:
+                    group["lr"] = max(group["lr"] * 0.75, 1e-6)
+    return history
