@@ -48,9 +48,7 @@ def test_ratio_form_has_the_same_value_of_gradient():
     grads = []
     for ratio in (False, True):
         dist = Normal(mu, 1.0)
-        loss = nll_po.pg_loss(
-            dist.log_prob(y_hat), rewards, dist.entropy().reshape(1), ratio=ratio
-        )
+        loss = nll_po.pg_loss(dist.log_prob(y_hat), rewards, dist.entropy().reshape(1), ratio=ratio)
         grads.append(torch.autograd.grad(loss, mu)[0])
     assert torch.allclose(grads[0], grads[1])
 
@@ -92,9 +90,7 @@ def test_sigma_star_is_the_minimiser_of_the_expected_inner_objective():
     assert torch.allclose(g_sigma, torch.zeros(2, 2, dtype=torch.float64), atol=1e-10)
     for _ in range(5):
         A = 0.05 * torch.randn(2, 2, dtype=torch.float64)
-        moved = nll_po.expected_inner_objective(
-            ybar, sigma.detach() + A @ A.T, ybar, S, U, lam
-        )
+        moved = nll_po.expected_inner_objective(ybar, sigma.detach() + A @ A.T, ybar, S, U, lam)
         assert float(moved) > float(value.detach())
 
 

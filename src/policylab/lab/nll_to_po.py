@@ -42,6 +42,7 @@ from policylab.workflows.bilevel import (
     ImplicitOptions,
     heuristic_reward,
     implicit_outer_step,
+    plateau,
 )
 
 TASKS = ("gaussian_fit", "po_mse", "digits_classify")
@@ -211,12 +212,11 @@ def _fresh_policy(problem, state: dict, lr: float) -> None:
 
 
 def _checkpoint(state: dict) -> dict:
-    saved = {k: v for k, v in state.items() if k not in ("policy", "opt", "reward", "outer_opt")}
+    saved = {k: v for k, v in state.items() if k not in ("policy", "opt", "reward")}
     saved["policy"] = state["policy"].state_dict()
     saved["opt"] = state["opt"].state_dict()
     if "reward" in state:
         saved["reward"] = state["reward"].state_dict()
-        saved["outer_opt"] = state["outer_opt"].state_dict()
     return saved
 
 
@@ -290,6 +290,9 @@ class NLLToPOOptions:
     inner_lr: float = option(1e-3, "implicit: inner Adam learning rate")
     outer_lr: float = option(1e-3, "implicit: outer Adam learning rate")
     cg_maxiter: int = option(1, "implicit: CG iterations")
+    outer_patience: int = option(
+        0, "implicit: outer lr × 0.75 after this many steps without a better outer NLL (0: off)"
+    )
 
     def __post_init__(self) -> None:
         check_choice("nll_to_po", "solver", self.solver, ("implicit", "heuristic", "fixed"))
@@ -300,6 +303,7 @@ class NLLToPOOptions:
         for name in ("samples", "batch", "n_inner", "cg_maxiter"):
             check_range("nll_to_po", name, getattr(self, name), low=1)
         check_range("nll_to_po", "outer_steps", self.outer_steps, low=0)
+        check_range("nll_to_po", "outer_patience", self.outer_patience, low=0)
         if self.transform == "loo":
             check_range("nll_to_po", "samples", self.samples, low=2)
 
@@ -331,14 +335,13 @@ def _residuals(task: LikelihoodTask) -> torch.Tensor:
 def po_init(problem, options: NLLToPOOptions, generator) -> dict:
     task = likelihood_task(problem)
     state = {"policy_seed": _seed(generator), "step": 0, "outer": 0}
+    state.update({"outer_lr": options.outer_lr, "best": float("inf"), "waited": 0})
     _fresh_policy(problem, state, options.lr)
-    state["reward"] = _reward(task, options).requires_grad_(True)
-    state["outer_opt"] = torch.optim.Adam(state["reward"].parameters(), lr=options.outer_lr)
+    state["reward"] = _reward(task, options)
     if options.solver == "heuristic":
         U = heuristic_reward(_residuals(task), options.lam, options.reward_kind)
-        state["reward"].inner.set_matrix(U) if task.kind == "categorical" else state[
-            "reward"
-        ].set_matrix(U)
+        inner = state["reward"].inner if task.kind == "categorical" else state["reward"]
+        inner.set_matrix(U)
     return state
 
 
@@ -349,12 +352,21 @@ def po_step(problem, state, options: NLLToPOOptions, generator):
         metrics = implicit_outer_step(
             lambda: task.make_policy(state["policy_seed"]),
             state["reward"],
-            state["outer_opt"],
             x,
             y,
             options.implicit(),
             generator,
+            state["outer_lr"],
         )
+        metrics["bilevel/outer_lr"] = state["outer_lr"]
+        if options.outer_patience:
+            state["outer_lr"], state["best"], state["waited"] = plateau(
+                metrics["bilevel/outer_nll"],
+                state["outer_lr"],
+                state["best"],
+                state["waited"],
+                options.outer_patience,
+            )
         state["outer"] += 1
         if state["outer"] == options.outer_steps:  # the PG phase starts from a fresh policy
             _fresh_policy(problem, state, options.lr)
@@ -380,14 +392,12 @@ def _u_metrics(reward: nn.Module) -> dict[str, float]:
 
 def po_restore(problem, options: NLLToPOOptions, saved) -> dict:
     task = likelihood_task(problem)
-    state = {k: v for k, v in saved.items() if k not in ("policy", "opt", "reward", "outer_opt")}
+    state = {k: v for k, v in saved.items() if k not in ("policy", "opt", "reward")}
     _fresh_policy(problem, state, options.lr)
     state["policy"].load_state_dict(saved["policy"])
     state["opt"].load_state_dict(saved["opt"])
     state["reward"] = _reward(task, options)
     state["reward"].load_state_dict(saved["reward"])
-    state["outer_opt"] = torch.optim.Adam(state["reward"].parameters(), lr=options.outer_lr)
-    state["outer_opt"].load_state_dict(saved["outer_opt"])
     return state
 
 
@@ -414,6 +424,7 @@ add_method(
             "inner_lr": S(1e-3, CODE_BILEVEL),
             "outer_lr": S(1e-3, CODE_BILEVEL),
             "cg_maxiter": S(1, CODE_BILEVEL + " solve_normal_cg(maxiter=1)"),
+            "outer_patience": S(0, CODE_BILEVEL + " outer_scheduler_patience"),
         },
         init=po_init,
         step=po_step,

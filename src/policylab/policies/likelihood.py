@@ -65,7 +65,7 @@ class GaussianMLP(nn.Module):
 
 
 class CategoricalMLP(nn.Module):
-    """π(·|x) = Categorical(logits = MLP(x)) [code NLL_Classification / PO_Entropy_Classification]."""
+    """π(·|x) = Categorical(logits = MLP(x)) [code loss.py PO_Entropy_Classification]."""
 
     def __init__(self, n_in: int, classes: int, hidden: tuple[int, ...] = (64, 64)) -> None:
         super().__init__()

@@ -17,9 +17,10 @@ Two solvers:
 
   v by CG on the normal equations H²v = H∇_θL_out (`cg_maxiter` 1 [code]); H·w by
   torch.func.jvp of ∇_θ L_in, the cross term by torch.func.vjp. Then an outer Adam step on
-  U's parameters with the hypergradient clamped to ±10 [code]. L_in is `pg_loss` with
-  reward transform `loo` [ours; `none` is the code's] in its ratio form (same gradient, unbiased Hessian [ours],
-  algebra/nll_po.py), over M samples drawn once at θ* so every derivative sees the same ŷ."""
+  U's parameters with the hypergradient clamped to ±10 [code]. L_in is `pg_loss` with the
+  reward transform `loo` [ours; `none` is the code's] in its ratio form (same gradient,
+  unbiased Hessian [ours], algebra/nll_po.py), over M samples drawn once at θ*, so every
+  derivative sees the same ŷ."""
 
 from __future__ import annotations
 
@@ -186,21 +187,24 @@ def hypergradient(
 def implicit_outer_step(
     make_policy: Callable[[], nn.Module],
     reward: nn.Module,
-    outer_opt: torch.optim.Optimizer,
     x: Tensor,
     y: Tensor,
     options: ImplicitOptions,
     generator: torch.Generator | None,
+    outer_lr: float | None = None,
 ) -> dict[str, float]:
     """One outer step: a fresh policy [code: re-initialised every outer epoch], its inner
-    training, the hypergradient, an Adam step on the reward's parameters."""
+    training, the hypergradient, then one step of a fresh Adam on the reward's parameters
+    (lr `outer_lr`, default options.outer_lr) [code: the outer Adam is re-created every
+    outer epoch, so each step is Adam's first, lr·g/(|g| + ε) per coordinate]."""
     policy = make_policy()
     inner_losses = train_inner(policy, reward, x, y, options, generator)
     hyper, out = hypergradient(policy, reward, x, y, options, generator)
-    outer_opt.zero_grad()
+    opt = torch.optim.Adam(reward.parameters(), lr=outer_lr or options.outer_lr)
     for name, p in reward.named_parameters():
         p.grad = hyper[name].clamp(-options.outer_clip, options.outer_clip)
-    outer_opt.step()
+    opt.step()
+    reward.zero_grad(set_to_none=True)
     return {"bilevel/outer_nll": out, "bilevel/inner_loss": inner_losses[-1]}
 
 
@@ -220,18 +224,21 @@ def run_implicit(
     scheduler_min_lr 1e-6; the code watches the validation NLL]."""
     check_range("bilevel", "outer_steps", outer_steps, low=1)
     check_range("bilevel", "patience", patience, low=0)
-    opt = torch.optim.Adam(reward.parameters(), lr=options.outer_lr)
-    best, waited, history = float("inf"), 0, []
+    lr, best, waited, history = options.outer_lr, float("inf"), 0, []
     for _ in range(outer_steps):
-        metrics = implicit_outer_step(make_policy, reward, opt, x, y, options, generator)
-        metrics["bilevel/outer_lr"] = opt.param_groups[0]["lr"]
+        metrics = implicit_outer_step(make_policy, reward, x, y, options, generator, lr)
+        metrics["bilevel/outer_lr"] = lr
         history.append(metrics)
         if patience:
-            if metrics["bilevel/outer_nll"] < best:
-                best, waited = metrics["bilevel/outer_nll"], 0
-            else:
-                waited += 1
-            if waited >= patience:
-                for group in opt.param_groups:
-                    group["lr"] = max(group["lr"] * 0.75, 1e-6)
+            lr, best, waited = plateau(metrics["bilevel/outer_nll"], lr, best, waited, patience)
     return history
+
+
+def plateau(loss: float, lr: float, best: float, waited: int, patience: int):
+    """The code's plateau schedule: (lr, best, waited) after one outer loss."""
+    if loss < best:
+        return lr, loss, 0
+    waited += 1
+    if waited >= patience:
+        return max(lr * 0.75, 1e-6), best, 0
+    return lr, best, waited
