@@ -79,12 +79,17 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--out", default="benchmarks/results/nll_to_po.json")
+    parser.add_argument("--lr", type=float, default=None, help="every arm's lr (default 1e-3)")
+    parser.add_argument("--transform", default=None, help="the PG arms' reward transform")
     args = parser.parse_args()
     torch.set_num_threads(1)
     results, started = {}, time.perf_counter()
     for task in args.tasks.split(","):
         arms = DIGITS_ARMS if task == "digits_classify" else ARMS
         for arm, (algo, opts) in arms.items():
+            opts = {**opts, **({"lr": args.lr} if args.lr else {})}
+            if args.transform and algo == "nll_to_po":
+                opts["transform"] = args.transform
             runs = [
                 run(task, TASKS[task], algo, opts, s, args.updates, args.every)
                 for s in range(args.seeds)

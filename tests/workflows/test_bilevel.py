@@ -12,7 +12,6 @@ from policylab.policies.likelihood import FreeGaussian
 from policylab.rewards.parametric import MahalanobisReward
 from policylab.workflows import bilevel
 
-OUTER_LR, KIND, PATIENCE = 0.1, "full", 3
 
 
 def test_heuristic_reward_by_hand():
@@ -42,7 +41,7 @@ def test_cg_normal_solves_an_indefinite_system():
     assert torch.allclose(v["a"], torch.linalg.solve(H, b), atol=1e-8)
 
 
-def _data(n=256):
+def _data(n=1024):
     g = torch.Generator().manual_seed(0)
     y = 1.0 + 0.5 * torch.randn(n, 1, generator=g)
     return torch.zeros(n, 1), y, g
@@ -65,20 +64,29 @@ def test_hypergradient_points_towards_u_star(factor, sign):
     assert sign * float(hyper["raw_diag"]) > 0
 
 
+@pytest.mark.slow
 def test_n3_implicit_solver_reaches_u_star_from_the_identity():
     """G6.3 N3: from U = I on the 1-D case (S = 0.25, λ = 0.01) the implicit solver ends
-    within 5 % of U* = λ/(2S) (computed on the sample) after 50 outer steps."""
-    torch.set_num_threads(1)
+    within 5 % of U* = λ/(2S) (S of the 1,024-point sample: U* = 0.0189) after 50 outer
+    steps. The code's outer step (a fresh Adam each step: lr·sign(g)) with its plateau
+    schedule; our settings for speed: 60 inner steps at lr 0.1, M = 16, exact CG on the
+    two policy parameters (maxiter 2) [ours]."""
     x, y, g = _data()
     options = bilevel.ImplicitOptions(
-        n_inner=60, inner_lr=0.1, outer_lr=OUTER_LR, samples=5, cg_maxiter=2
+        n_inner=60, inner_lr=0.1, outer_lr=0.1, samples=16, cg_maxiter=2
     )
-    reward = MahalanobisReward(1, KIND, init=1.0)
-    bilevel.run_implicit(
-        lambda: FreeGaussian(1, full=False), reward, x, y, options, 50, g, patience=PATIENCE
-    )
+    reward = MahalanobisReward(1, "full", init=1.0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one reduction order: the sign steps follow one path
+    try:
+        history = bilevel.run_implicit(
+            lambda: FreeGaussian(1, full=False), reward, x, y, options, 50, g, patience=3
+        )
+    finally:
+        torch.set_num_threads(threads)
     u = float(reward.matrix().detach()[0, 0])
     assert u == pytest.approx(_u_star(y), rel=0.05)
+    assert history[-1]["bilevel/outer_lr"] < 0.1  # the plateau schedule took over
 
 
 def test_bad_options_are_named():
