@@ -13,7 +13,6 @@ from policylab.rewards.parametric import MahalanobisReward
 from policylab.workflows import bilevel
 
 
-
 def test_heuristic_reward_by_hand():
     # residuals ±1 on the first axis, ±2 on the second: C = diag(1, 4) (population)
     res = torch.tensor([[1.0, 2.0], [-1.0, -2.0], [1.0, -2.0], [-1.0, 2.0]])
