@@ -73,4 +73,3 @@ def adam(params, cfg) -> torch.optim.Optimizer:
 def adapg(params, cfg) -> torch.optim.Optimizer:
     """AdaPG with λ = cfg.adapg_lam and the trainer Adam's ε = 1e-5 (so λ = 1 is `adam`)."""
     return AdaPG(params, lr=cfg.lr, lam=cfg.adapg_lam, eps=1e-5)
-

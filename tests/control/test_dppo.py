@@ -93,7 +93,8 @@ def test_algo_defaults_are_dppo_s_and_the_users_win():
     cfg = load_control(None, {"algo": "dppo", "task": "Pendulum-v1"})
     assert (cfg.lr, cfg.epochs, cfg.target_kl, cfg.normalize_reward) == (1e-4, 5, 1.0, True)
     assert cfg.gamma == 0.9  # Pendulum's γ (the task's row) stays
-    assert load_control(None, {"algo": "adpo_provisional", "task": "Pendulum-v1", "lr": 3e-4}).lr == 3e-4
+    mine = {"algo": "adpo_provisional", "task": "Pendulum-v1", "lr": 3e-4}
+    assert load_control(None, mine).lr == 3e-4
     assert load_control(None, {"algo": "ppo", "task": "Pendulum-v1"}).init_policy is None
 
 
@@ -141,14 +142,11 @@ def test_init_policy_starts_from_the_file_and_is_validated(tmp_path):
     for p in net.eps_net.parameters():
         p.data.fill_(0.01)
     net.freeze_reference()
-    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(
-        tmp_path / "bc.pt"
-    )
+    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(tmp_path / "bc.pt")
     warm = cfg.model_copy(update={"init_policy": str(path), "run_dir": str(tmp_path / "w2")})
     result = train(warm)
-    state = torch.load(
-        Path(result.run_dir) / "checkpoints/step_1/state.pt", weights_only=False
-    )["policy"]
+    saved = Path(result.run_dir) / "checkpoints/step_1/state.pt"
+    state = torch.load(saved, weights_only=False)["policy"]
     assert all(float(v.sub(0.01).abs().max()) == 0 for k, v in state.items() if "eps_frozen" in k)
     with pytest.raises(ConfigError, match="init_policy"):
         load(ControlConfig, None, {"init_policy": str(tmp_path / "missing.pt")})

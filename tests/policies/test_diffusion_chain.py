@@ -43,7 +43,7 @@ def test_s_min_is_one_number_at_sampling_and_scoring():
     # the step density by hand at the cleanest step, s = s_min
     chain = out.extras["chain"]
     mean = net.step_mean(chain[:, -2], 0, x)
-    by_hand = (-((chain[:, -1] - mean) ** 2) / (2 * 0.04) - torch.log(torch.tensor(0.2)))
+    by_hand = -((chain[:, -1] - mean) ** 2) / (2 * 0.04) - torch.log(torch.tensor(0.2))
     by_hand = (by_hand - 0.5 * torch.log(torch.tensor(2 * torch.pi))).mean(-1).clamp(-5, 2)
     torch.testing.assert_close(out.extras["chain_logp"][:, -1], by_hand, rtol=0, atol=1e-5)
 

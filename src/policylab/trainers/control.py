@@ -335,8 +335,7 @@ def warm_start(policy: torch.nn.Module, path: str) -> None:
         policy.load_state_dict(weights)
     except RuntimeError as err:
         raise ValueError(
-            f"init_policy={path!r} does not fit this run's policy ({type(policy).__name__}): "
-            f"{err}"
+            f"init_policy={path!r} does not fit this run's policy ({type(policy).__name__}): {err}"
         ) from None
 
 
