@@ -4,9 +4,10 @@ Per iteration: collect num_envs × num_steps transitions (workflows/episodes.py)
 along the time axis (algebra/advantages.py `gae_over_time`, bootstrapped at time limits)
 → `epochs` passes over shuffled minibatches: the recipe's policy loss (`ppo_clip`, via
 `components`) + vf_coef · the recipe's value loss (`value_clip`) − ent_coef · entropy →
-clip grad norm → Adam step; target-KL early stop → lr schedule → metrics, evaluation,
-checkpoint. One time step is one row of the shared algebra (T = 1, token-mean = mean over
-steps). The run folder, checkpoints and resume are trainers/run.py's, as for llm.py.
+clip grad norm → optimiser step (Adam, or the recipe's `optimiser`, optimisers.py);
+target-KL early stop → lr schedule → metrics, evaluation, checkpoint. One time step is
+one row of the shared algebra (T = 1, token-mean = mean over steps). The run folder,
+checkpoints and resume are trainers/run.py's, as for llm.py.
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iter
 def train(cfg: ControlConfig, *, resume: bool = False, callbacks=()) -> ControlResult:
     """Train the recipe's policy on `cfg.task` with `cfg.algo` (ppo: an MLP actor-critic;
     fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16; pg_rainbow: an
-    IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17);
+    IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17; dppo,
+    adpo_provisional: a diffusion chain whose K′ denoising steps are the tokens of
+    `chain_policy_loss`, seed_generative.md G7);
     `callbacks` (policylab.callbacks) hear of each iteration, evaluation and checkpoint."""
     with torch_threads(cfg.threads, limit=CONTROL_MAX_THREADS):
         return _train(cfg, resume, callbacks)
