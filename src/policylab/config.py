@@ -746,6 +746,18 @@ class ControlConfig(RunSchema):
     tau_sampling: Literal["grid", "uniform"] = Field(
         "grid", description="fpo: τ on the Euler grid {0, 1/K, …} or U[0, 1]"
     )
+    # dppo / adpo_provisional only (papers/seed_generative.md G7)
+    adapg_lam: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="adpo_provisional: the adapg optimiser's λ (1 = Adam, 0 = RMSProp)",
+    )
+    init_policy: str | None = Field(
+        None,
+        description="start the policy from this file (ControlPolicy.save, e.g. "
+        "policylab.pretrain_diffusion_policy's BC checkpoint; None = fresh weights)",
+    )
     # pg_rainbow only (IQN critic, papers §17); defaults are the pg_rainbow recipe's `training`
     pgr_quantiles: int = Field(32, ge=1, description="pg_rainbow: N quantiles fed to V_ψ")
     pgr_input: Literal["concat", "scaled", "quantiles_only"] = Field(
@@ -882,6 +894,15 @@ class ControlConfig(RunSchema):
         return self
 
     @model_validator(mode="after")
+    def _init_policy(self) -> ControlConfig:
+        if self.init_policy is not None and not Path(self.init_policy).is_file():
+            raise ValueError(
+                f"init_policy={self.init_policy!r} is not a file; accepted: a policy file "
+                "written by ControlPolicy.save (or None for fresh weights)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _augment(self) -> ControlConfig:
         """augment, gradient_combine and its options name registered parts (checked before
         any environment is built)."""
@@ -986,7 +1007,18 @@ CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {
 
 # Settings an algorithm brings on every task, under the user's fields (over the task's):
 # A2C is one update per batch [code stable-baselines3:A2C] ("batch": the whole batch).
+_DPPO_RUN = {  # DPPO's run settings [code dppo: hopper-v2 ft_ppo_diffusion_mlp.yaml]
+    "lr": 1e-4,  # actor_lr (critic_lr 1e-3 is the recipe's)
+    "epochs": 5,  # update_epochs
+    "target_kl": 1.0,  # target_kl
+    "vf_coef": 0.5,  # vf_coef
+    "normalize_reward": True,  # reward_scale_running
+    "grad_clip": 0.0,  # no max_grad_norm in the yaml
+    "minibatch_size": 512,  # [ours] rows (× K′ steps); the yaml's 5,000 (row, step) pairs
+}
 CONTROL_ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dppo": _DPPO_RUN,
+    "adpo_provisional": _DPPO_RUN,
     "a2c": {  # [code stable-baselines3:A2C] n_steps 5, lr 7e-4, no advantage normalisation
         "num_steps": 5,
         "lr": 7e-4,

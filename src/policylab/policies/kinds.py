@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from policylab.policies.diffusion_chain import make_diffusion_chain_policy
 from policylab.policies.flow import make_flow_policy
 from policylab.policies.gsde import make_gsde_actor_critic
 from policylab.policies.iqn import IQNLearner, make_pg_rainbow_policy
@@ -41,6 +42,24 @@ def flow(cfg, observation_space, action_space, training):
     keys = ("flow_steps", "n_mc", "cfm_reduce", "cfm_weight", "cfm_scale", "tau_sampling")
     kwargs = {k: getattr(cfg, k) for k in keys}
     return make_flow_policy(observation_space, action_space, **_common(cfg), **kwargs), None
+
+
+@control_policies.register("diffusion_chain")
+def diffusion_chain(cfg, observation_space, action_space, training):
+    """DPPO's diffusion policy (papers/seed_generative.md G7): an ε-prediction DDPM over the
+    action whose last K′ steps are trained; the critic has the run's `hidden` widths."""
+    keys = ("denoising_steps", "fine_tuned_steps", "std_min", "z_clip", "denoised_clip")
+    kwargs = {k: training[k] for k in keys}
+    policy = make_diffusion_chain_policy(
+        observation_space,
+        action_space,
+        hidden=tuple(training["chain_hidden"]),
+        critic_hidden=tuple(cfg.hidden),
+        normalize_obs=cfg.normalize_obs,
+        **kwargs,
+    )
+    policy.critic_lr = training["critic_lr"]
+    return policy, None
 
 
 @control_policies.register("pg_rainbow")

@@ -16,6 +16,7 @@ from policylab.recipes import (  # noqa: F401
     cg2a,
     control,
     core,
+    dppo,
     gui,
     mdm,
     objectives,

@@ -4,9 +4,10 @@ Per iteration: collect num_envs × num_steps transitions (workflows/episodes.py)
 along the time axis (algebra/advantages.py `gae_over_time`, bootstrapped at time limits)
 → `epochs` passes over shuffled minibatches: the recipe's policy loss (`ppo_clip`, via
 `components`) + vf_coef · the recipe's value loss (`value_clip`) − ent_coef · entropy →
-clip grad norm → Adam step; target-KL early stop → lr schedule → metrics, evaluation,
-checkpoint. One time step is one row of the shared algebra (T = 1, token-mean = mean over
-steps). The run folder, checkpoints and resume are trainers/run.py's, as for llm.py.
+clip grad norm → optimiser step (Adam, or the recipe's `optimiser`, optimisers.py);
+target-KL early stop → lr schedule → metrics, evaluation, checkpoint. One time step is
+one row of the shared algebra (T = 1, token-mean = mean over steps). The run folder,
+checkpoints and resume are trainers/run.py's, as for llm.py.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ import torch
 
 from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
+from policylab.algebra.dppo import dppo_chain_advantages, dppo_chain_loss
+from policylab.algebra.generative import dppo_clip_schedule, dppo_denoise_discount
 from policylab.config import ControlConfig, load
 from policylab.envs.space_data import space_from_data, space_to_data
 from policylab.envs.user import check_buildable, warn_without_time_limit
+from policylab.optimisers import optimisers
 from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
 from policylab.recipes.compose import components
@@ -113,7 +117,9 @@ def evaluation(policy, cfg: ControlConfig, run: Run, done: ControlProgress, iter
 def train(cfg: ControlConfig, *, resume: bool = False, callbacks=()) -> ControlResult:
     """Train the recipe's policy on `cfg.task` with `cfg.algo` (ppo: an MLP actor-critic;
     fpo: the flow policy, whose −L̂_cfm stands in for log π, papers §16; pg_rainbow: an
-    IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17);
+    IQN critic trained from replay feeds the value V_ψ that GAE uses, papers §17; dppo,
+    adpo_provisional: a diffusion chain whose K′ denoising steps are the tokens of
+    `chain_policy_loss`, seed_generative.md G7);
     `callbacks` (policylab.callbacks) hear of each iteration, evaluation and checkpoint."""
     with torch_threads(cfg.threads, limit=CONTROL_MAX_THREADS):
         return _train(cfg, resume, callbacks)
@@ -155,7 +161,12 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     spaces = saved_spaces(collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
-    optimiser = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5, foreach=True)
+    if cfg.init_policy is not None:  # e.g. a behaviour-cloned diffusion chain (G7.3)
+        warm_start(policy, cfg.init_policy)
+    training = recipes.get(cfg.algo).training
+    optimiser = optimisers.get(training["optimiser"].value if "optimiser" in training else "adam")(
+        params, cfg
+    )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
     batch_size = cfg.num_envs * cfg.num_steps
 
@@ -317,6 +328,20 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     return ControlResult(str(run.dir), evals, env_steps, seconds, solved_at)
 
 
+def warm_start(policy: torch.nn.Module, path: str) -> None:
+    """Load the weights (and observation statistics) of a ControlPolicy.save file."""
+    data = torch.load(Path(path), weights_only=True, map_location="cpu")
+    weights = data.get("policy") if isinstance(data, dict) else None
+    if weights is None:
+        raise ValueError(f"init_policy={path!r}: not a policy file written by ControlPolicy.save")
+    try:
+        policy.load_state_dict(weights)
+    except RuntimeError as err:
+        raise ValueError(
+            f"init_policy={path!r} does not fit this run's policy ({type(policy).__name__}): {err}"
+        ) from None
+
+
 def load_policy(run_dir: str | Path) -> torch.nn.Module:
     """The policy of a control run folder's latest checkpoint (with its observation
     statistics), ready for `act` / `evaluate_policy`."""
@@ -476,13 +501,17 @@ def _pass_loss(
     a = adv[rows].unsqueeze(-1)
     if cfg.norm_adv and len(rows) > 1:
         a = masked_whiten(a, mask, unbiased=True)
-    old_logp = rollouts.logprobs[rows, 0]
-    pg_loss, pg = policy_loss(
-        logprobs=logp.unsqueeze(-1),
-        old_logprobs=old_logp.unsqueeze(-1),
-        advantages=a,
-        response_mask=mask,
-    )
+    if logp.dim() == 2:  # a diffusion chain: its K′ denoising steps are the tokens (DPPO)
+        old_logp = extras["chain_logp"]
+        pg_loss, pg = chain_policy_loss(cfg.algo, logp, old_logp, a, mask, policy_loss)
+    else:
+        old_logp = rollouts.logprobs[rows, 0]
+        pg_loss, pg = policy_loss(
+            logprobs=logp.unsqueeze(-1),
+            old_logprobs=old_logp.unsqueeze(-1),
+            advantages=a,
+            response_mask=mask,
+        )
     v_loss, vf = value_loss(
         values.unsqueeze(-1),
         rollouts.values[rows, 0].unsqueeze(-1),
@@ -494,6 +523,20 @@ def _pass_loss(
         log_ratio = logp - old_logp
         approx_kl = ((log_ratio.exp() - 1) - log_ratio).mean()
     return loss, entropy.mean(), approx_kl, pg, vf
+
+
+def chain_policy_loss(algo, logp, old_logp, adv, mask, policy_loss):
+    """DPPO's loss over a row's K′ steps (algebra/dppo.py): the normalised row advantage
+    clipped to the recipe's quantiles and discounted over the steps, PPO-clipped per step
+    with ε_k from clip_base to the loss's ε (papers/seed_generative.md G7.1)."""
+    training = {k: s.value for k, s in recipes.get(algo).training.items()}
+    steps = logp.shape[1]
+    discount = dppo_denoise_discount(steps, training["gamma_denoise"])
+    eps = dppo_clip_schedule(
+        steps, training["clip_base"], policy_loss.options.eps_high, training["clip_rate"]
+    )
+    a = dppo_chain_advantages(adv, mask, discount, tuple(training["adv_quantiles"]))
+    return dppo_chain_loss(logp, old_logp, a, mask, eps)
 
 
 def summary_table(
