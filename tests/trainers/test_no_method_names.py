@@ -23,7 +23,7 @@ NAMES = (
     | set(selections.names())
     | set(value_losses.names())
     | set(stages.names())
-    | {"flow", "pg_rainbow", "mlp"}  # control policy kinds
+    | {"flow", "pg_rainbow", "mlp", "diffusion_chain"}  # control policy kinds
 )
 
 
