@@ -12,6 +12,7 @@ import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
 import policylab.lab.ppga  # noqa: F401  (§9: lab/noisy_point_mass, PPGA, MAP-Elites, CMA-MAE)
 import policylab.lab.recsys_lists  # noqa: F401  (§14 Rank-GRPO)
 import policylab.lab.recsys_tpgr  # noqa: F401  (§14 TPGR)
+import policylab.lab.rocm  # noqa: F401  (G4 ROCM: rocm_*_provisional, rocm_none, rlcm on lab/ring)
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
 
 __all__ = ["build", "is_lab_task", "lab_methods", "lab_tasks"]

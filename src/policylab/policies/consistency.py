@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from policylab.algebra.generative import gaussian_step_logprob
 from policylab.policies.diffusion import DiffusionPolicy, SamplerOutput, diffusion_samplers
 
 log = logging.getLogger(__name__)
@@ -213,3 +214,21 @@ def base_consistency(
     student.freeze_reference()
     return student
 
+
+
+def consistency_logprobs(
+    policy: ConsistencyPolicy,
+    chain: torch.Tensor,
+    taus: torch.Tensor,
+    cond: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """ℓp_θ[i,j] = mean_d log N(x_{j+1}; τ_{j+1}·f_θ(x_j, τ_j), (1 − τ_{j+1})²) of the n − 1
+    re-noisings of a stored chain [B, n + 1, D] (differentiable): RLCM's likelihood rows
+    (G4.2). The last step, x̂_n = f_θ(x_n, τ_n), has no noise and no density. Returns
+    [B, n − 1]."""
+    out = []
+    for j in range(taus.shape[0] - 1):
+        x, nxt = chain[:, j], taus[j + 1]
+        mean = nxt * policy.clean(x, taus[j].expand(x.shape[0], 1), cond)
+        out.append(gaussian_step_logprob(chain[:, j + 1], mean, 1 - nxt))
+    return torch.stack(out, 1)
