@@ -45,8 +45,11 @@ def test_c2_loss():
     loss = rocm_loss(torch.tensor([0.7], dtype=D), torch.tensor([[0.1, 0.05]], dtype=D), 0.1)
     assert loss.item() == pytest.approx(-0.685, abs=1e-12)
     last = rocm_loss(
-        torch.tensor([0.7], dtype=D), torch.tensor([[0.1, 0.05]], dtype=D), 0.1,
-        torch.tensor([0.2], dtype=D), 0.5,
+        torch.tensor([0.7], dtype=D),
+        torch.tensor([[0.1, 0.05]], dtype=D),
+        0.1,
+        torch.tensor([0.2], dtype=D),
+        0.5,
     )
     assert last.item() == pytest.approx(-0.585, abs=1e-12)  # + 0.5·0.2
 

@@ -41,9 +41,7 @@ def gaussian_divergence(delta: torch.Tensor, s: torch.Tensor, kind: str) -> torc
 
     delta: [B, J, D] = μ_θ − μ_ref; s: [J] (> 0); kind: one of DIVERGENCES. Returns [B, J]."""
     if kind not in DIVERGENCES:
-        raise ValueError(
-            f"gaussian_divergence.kind = {kind!r}; choices: {', '.join(DIVERGENCES)}"
-        )
+        raise ValueError(f"gaussian_divergence.kind = {kind!r}; choices: {', '.join(DIVERGENCES)}")
     if delta.dim() != 3 or s.shape != (delta.shape[1],):
         raise ValueError(
             f"gaussian_divergence: delta must be [B, J, D] and s [J]; got "

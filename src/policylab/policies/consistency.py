@@ -12,8 +12,8 @@ Each re-noising is N(τ_{j+1}·x̂_j, (1 − τ_{j+1})²·I).
 Distillation (G4.2 [ours: direct distillation rather than consistency training]): regress
 f_θ(x^τ, τ) on the teacher's 10-step Euler ODE endpoint from x^τ, for τ on the
 `grid`-step grid, where x^τ = τ·x + (1 − τ)·ε and x is a teacher sample — so only the
-teacher is needed, never the task's data. The result is cached under lab.ring.cache_dir()
-keyed by a hash of the teacher's weights and the settings (lab/rocm.py passes lab.ring.cache_dir())."""
+teacher is needed, never the task's data. The result is cached in the lab's cache folder
+(lab/rocm.py passes it) keyed by a hash of the teacher's weights and the settings."""
 
 from __future__ import annotations
 
@@ -203,8 +203,14 @@ def base_consistency(
             log.warning("the cached consistency model %s is unreadable (%s): rebuilding", path, err)
     started = time.perf_counter()
     student = distill(
-        teacher, conditions, steps=steps, grid=grid, distill_steps=distill_steps,
-        batch=batch, lr=lr, seed=seed,
+        teacher,
+        conditions,
+        steps=steps,
+        grid=grid,
+        distill_steps=distill_steps,
+        batch=batch,
+        lr=lr,
+        seed=seed,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -213,7 +219,6 @@ def base_consistency(
     log.info("distilled the consistency model in %.1f s: %s", time.perf_counter() - started, path)
     student.freeze_reference()
     return student
-
 
 
 def consistency_logprobs(
