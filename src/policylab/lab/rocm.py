@@ -30,7 +30,6 @@ from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
 from policylab.lab.dgpo import checkpoint
 from policylab.lab.generator_task import GENERATOR_TASKS, generator_task
-
 from policylab.policies.consistency import (
     ConsistencyPolicy,
     base_consistency,
