@@ -39,11 +39,25 @@ ARMS = {
     "rocm_kl_provisional@steps=2": ("rocm_kl_provisional", {"steps": 2}),
     "rocm_none@steps=2": ("rocm_none", {"steps": 2}),
     "rlcm@steps=2": ("rlcm", {"steps": 2}),
+    "rocm_kl_provisional@beta=0.01": ("rocm_kl_provisional", {"beta": 0.01, "beta_last": 0.01}),
+    "rocm_tv_provisional@beta=0.01": ("rocm_tv_provisional", {"beta": 0.01, "beta_last": 0.01}),
 }
 
 
+def parse_arm(arm: str) -> tuple[str, dict]:
+    """A named arm, or any `algo@key=value@key=value` (values read as JSON)."""
+    if arm in ARMS:
+        return ARMS[arm]
+    algo, *pairs = arm.split("@")
+    overrides = {}
+    for pair in pairs:
+        key, value = pair.split("=", 1)
+        overrides[key] = json.loads(value)
+    return algo, overrides
+
+
 def run(task: str, arm: str, seed: int, budget: int) -> dict:
-    algo, overrides = ARMS[arm]
+    algo, overrides = parse_arm(arm)
     problem = build(task, seed)
     method = lab_methods.get(algo)
     options = method.build_options(overrides)
@@ -83,20 +97,21 @@ def report(runs: dict, cols: list[str]) -> None:
     for base in ("rlcm", "rocm_none"):
         if base not in arms:
             continue
-        print(f"\npaired differences arm − {base} (95 % t CI over seeds):")
+        print(f"\npaired differences arm − {base} at the arm's n (95 % t CI over seeds):")
         print("| arm | " + " | ".join(f"Δ {c}" for c in cols) + " |")
         print("|---|" + "---|" * len(cols))
         for a in arms:
-            if a == base or "@" in a:
+            other = f"{base}@steps=2" if a.endswith("@steps=2") else base
+            if a == other or other not in arms or a.startswith(base):
                 continue
             ds = [
                 paired_difference_ci(
                     {s: r["final"][c] for s, r in runs[a].items()},
-                    {s: r["final"][c] for s, r in runs[base].items()},
+                    {s: r["final"][c] for s, r in runs[other].items()},
                 )
                 for c in cols
             ]
-            print(f"| {a} | " + " | ".join(fmt(d) for d in ds) + " |")
+            print(f"| {a} − {other} | " + " | ".join(fmt(d) for d in ds) + " |")
 
 
 def main() -> None:
@@ -104,7 +119,7 @@ def main() -> None:
     p.add_argument("--task", default="lab/ring")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--budget", type=int, default=32_000, help="generated samples per run")
-    p.add_argument("--arms", default=",".join(ARMS))
+    p.add_argument("--arms", default=",".join(ARMS), help="named arms or algo@key=value")
     p.add_argument("--json", default=None, help="write the raw numbers here")
     p.add_argument("--from", dest="sources", default=None, help="print saved runs: a.json,b.json")
     args = p.parse_args()
