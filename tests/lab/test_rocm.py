@@ -132,3 +132,11 @@ def test_arena_spec_accepts_the_ring():
 
     spec = make_spec("lab/ring", "rocm_kl_provisional,rocm_none,rlcm", seeds=5, budget=640)
     assert spec.budget_unit == "generated samples"
+
+
+@pytest.mark.parametrize("algo", [*PATHWISE, "rlcm"])
+def test_describe_finds_the_step_in_its_file(algo):
+    import inspect
+
+    method = lab_methods.get(algo)
+    assert inspect.getfile(method.step).endswith("lab/rocm.py")  # `policylab describe`

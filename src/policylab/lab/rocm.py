@@ -18,7 +18,6 @@ and one AdamW step.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -193,6 +192,12 @@ ROCM_DEFAULTS = {
 
 
 def _register_rocm(name: str, kind: str, defaults: dict, title: str) -> None:
+    def init(problem, options, generator):
+        return rocm_init(problem, options, generator, kind=kind)
+
+    def step(problem, state, options, generator):
+        return rocm_step(problem, state, options, generator, kind=kind)
+
     add_method(
         TabularMethod(
             tasks=GENERATOR_TASKS,
@@ -203,8 +208,8 @@ def _register_rocm(name: str, kind: str, defaults: dict, title: str) -> None:
             "‖f_θ − f_ref‖²(x_n,i), Δ_j = τ_{j+1}(f_θ − f_ref)(x_j, τ_j), s_j = 1 − τ_{j+1}",
             options=ROCMOptions,
             defaults=defaults,
-            init=functools.partial(rocm_init, kind=kind),
-            step=functools.partial(rocm_step, kind=kind),
+            init=init,
+            step=step,
             policy=policy_of,
             notes=(
                 "inferred from the abstract (G4.1): the transitions, the divergence set and "
