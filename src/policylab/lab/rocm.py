@@ -187,7 +187,7 @@ ROCM_DEFAULTS = {
     "weight_decay": S(0.0, "[ours]"),
     "grad_clip": S(1.0, "[ours: as dgpo.py's comparators]"),
     "distill_grid": S(4, SPEC),
-    "distill_steps": S(2000, "[ours: the distilled model's error plateaus, docs]"),
+    "distill_steps": S(2000, "[ours: ring n = 4 on-manifold 0.858 at 500, 0.902 at 2,000]"),
 }
 
 
