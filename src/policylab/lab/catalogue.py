@@ -13,6 +13,7 @@ import policylab.lab.nll_to_po  # noqa: F401  (G6: lab/gaussian_fit, po_mse, dig
 import policylab.lab.ppga  # noqa: F401  (§9: lab/noisy_point_mass, PPGA, MAP-Elites, CMA-MAE)
 import policylab.lab.recsys_lists  # noqa: F401  (§14 Rank-GRPO)
 import policylab.lab.recsys_tpgr  # noqa: F401  (§14 TPGR)
+import policylab.lab.rocm  # noqa: F401  (G4 ROCM: rocm_*_provisional, rocm_none, rlcm on lab/ring)
 from policylab.lab import build, is_lab_task, lab_methods, lab_tasks
 
 __all__ = ["build", "is_lab_task", "lab_methods", "lab_tasks"]
