@@ -27,6 +27,7 @@ from policylab.algebra.divergence import gaussian_divergence, rocm_loss
 from policylab.algebra.losses import PPOClipOptions, ppo_clip_loss
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
+from policylab.lab.cache import cache_dir
 from policylab.lab.dgpo import checkpoint
 from policylab.lab.generator_task import GENERATOR_TASKS, generator_task
 from policylab.policies.consistency import (
@@ -38,11 +39,6 @@ from policylab.policies.consistency import (
 from policylab.recipes.base import S
 from policylab.rollouts import Rollouts
 from policylab.tabular.methods import TabularMethod
-
-try:  # the lab's one cache folder: lab/cache.py once the digits testbed is merged
-    from policylab.lab.cache import cache_dir
-except ImportError:
-    from policylab.lab.ring import cache_dir
 
 SPEC = "[spec G4.2]"
 PAPER = "Shekhar, Zhang, arXiv:2503.06171 (abstract; no code found)"

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +26,7 @@ import torch
 from torch import nn
 
 from policylab.algebra.generative import gaussian_step_logprob
+from policylab.lab.cache import load_or_build
 from policylab.policies.diffusion import DiffusionPolicy, SamplerOutput, diffusion_samplers
 
 log = logging.getLogger(__name__)
@@ -193,30 +192,22 @@ def base_consistency(
     settings = f"{weights_hash(teacher)}|{task_key}|{grid}|{distill_steps}|{batch}|{lr}|{seed}"
     key = hashlib.sha256(settings.encode()).hexdigest()[:16]
     path = Path(cache) / f"consistency_{key}.pt"
-    student = ConsistencyPolicy.from_flow(teacher, steps)
-    if path.is_file():
-        try:
-            student.velocity_net.load_state_dict(torch.load(path, weights_only=True))
-            student.freeze_reference()
-            return student
-        except Exception as err:  # noqa: BLE001  (a torn or foreign file)
-            log.warning("the cached consistency model %s is unreadable (%s): rebuilding", path, err)
-    started = time.perf_counter()
-    student = distill(
-        teacher,
-        conditions,
-        steps=steps,
-        grid=grid,
-        distill_steps=distill_steps,
-        batch=batch,
-        lr=lr,
-        seed=seed,
+    student = load_or_build(
+        path,
+        lambda: ConsistencyPolicy.from_flow(teacher, steps),
+        lambda: distill(
+            teacher,
+            conditions,
+            steps=steps,
+            grid=grid,
+            distill_steps=distill_steps,
+            batch=batch,
+            lr=lr,
+            seed=seed,
+        ),
+        part=lambda model: model.velocity_net,
+        what="consistency model",
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save(student.velocity_net.state_dict(), tmp)
-    tmp.replace(path)  # atomic: parallel arena workers never read a torn file
-    log.info("distilled the consistency model in %.1f s: %s", time.perf_counter() - started, path)
     student.freeze_reference()
     return student
 
