@@ -37,13 +37,9 @@ from policylab import recipes, tasks
 from policylab.algebra.aggregate import global_normaliser
 from policylab.config import ConfigError, TrainConfig
 from policylab.models import build_tokenizer
-from policylab.policies.masked_lm import (
-    MaskedDiffusionLM,
-    MDMSampling,
-    decode,
-    is_mdm_folder,
-    left_pad,
-)
+from policylab.engines.base import Sampling
+from policylab.engines.mdm import MDMEngine
+from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, is_mdm_folder, left_pad
 from policylab.policies.mdm_logprob import MDMLogprobConfig, mdm_logprob, score_temperature
 from policylab.pretrain_mdm import encode
 from policylab.recipes.compose import components
@@ -164,6 +160,10 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
     tokenizer = build_tokenizer()
     torch.manual_seed(cfg.seed)
     model = MaskedDiffusionLM.load(cfg.model)
+    sampling = run_cfg.sampling
+    engine = MDMEngine(
+        model, tokenizer, steps=sampling.steps, block=sampling.block, remasking=sampling.remasking
+    )
     reference = None
     if parts.loss.options.needs_reference:  # the initial model, frozen [code d1: adapters off]
         reference = copy.deepcopy(model).eval().requires_grad_(False)
@@ -203,7 +203,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         rng.setstate(state["rng"])
         step, evals = state["step"], state["evals"]
     if step == 0:
-        evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, 0, spent(0)))
+        evals.append(held_out(engine, tokenizer, task, heldout, run_cfg, run, 0, spent(0)))
 
     def spent_all(at: int) -> bool:  # the arena's sample budget (max_samples), if set
         return bool(cfg.max_samples) and at * rows_per_step >= cfg.max_samples  # 0: no cap
@@ -213,7 +213,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         t0 = time.perf_counter()
         # 1. rollouts: G decoded completions per prompt, scored by the task's verifier
         examples = [pool[rng.randrange(len(pool))] for _ in range(cfg.prompts_per_step)]
-        batch = rollout(model, tokenizer, task, examples, run_cfg, generator)
+        batch = rollout(engine, tokenizer, task, examples, run_cfg, generator)
         t1 = time.perf_counter()
         # 2. advantages (grpo, scale none: A = R − mean_g R)
         estimate = parts.advantage.estimate(batch)
@@ -269,7 +269,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         run.log(step, metrics)
         last = step == cfg.steps or run.stopping or spent_all(step)
         if last or (cfg.eval_every and step % cfg.eval_every == 0):
-            evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, step, spent(step)))
+            evals.append(held_out(engine, tokenizer, task, heldout, run_cfg, run, step, spent(step)))
         if last or (cfg.save_every and step % cfg.save_every == 0):
             state = {
                 "step": step,
@@ -305,27 +305,33 @@ def check_same_start(run_dir, digest: str, model: str) -> None:
         )
 
 
-def rollout(model, tokenizer, task, examples, run_cfg: MDMRun, generator) -> Rollouts:
-    """G completions per example, decoded by G1.2, scored by the task's verifier: rows
-    with `segment_ids` = reveal and extras prompt_ids [B, P] (left-padded) and reveal."""
+def rollout(engine: MDMEngine, tokenizer, task, examples, run_cfg: MDMRun, generator) -> Rollouts:
+    """G completions per example, decoded by G1.2 (`MDMEngine.generate`), scored by the
+    task's verifier: rows with `segment_ids` = reveal and extras prompt_ids [B, P]
+    (left-padded) and reveal."""
     n = run_cfg.samples_per_prompt
+    model = engine.model
     prompts, _ = encode(tokenizer, examples, run_cfg.sampling.length, model.eos_id)
-    rows = [p for p in prompts for _ in range(n)]
-    out = model.generate(rows, run_cfg.sampling, generator)
-    texts = decode(tokenizer, out.response_ids, model.eos_id)
+    out = engine.generate(prompts, n, engine_sampling(run_cfg.sampling), generator)
     columns = {c: [e[c] for e in examples for _ in range(n)] for c in task.columns}
     row_prompts = [e["prompt"] for e in examples for _ in range(n)]
-    rewards = torch.tensor(task.reward(row_prompts, texts, **columns), dtype=torch.float32)
-    padded = left_pad(rows, model.pad_id)
+    rewards = torch.tensor(task.reward(row_prompts, out.texts, **columns), dtype=torch.float32)
+    padded = left_pad([p for p in prompts for _ in range(n)], model.pad_id)
     return Rollouts(
         rewards=rewards,
         response_mask=out.response_mask,
-        group_ids=torch.arange(len(examples)).repeat_interleave(n),
+        group_ids=out.prompt_index,
         response_ids=out.response_ids,
         segment_ids=out.reveal,
         truncated=torch.tensor([r == "length" for r in out.finish_reason]),
-        extras={"prompt_ids": padded, "reveal": out.reveal, "texts": texts},
+        extras={"prompt_ids": padded, "reveal": out.reveal, "texts": out.texts},
     )
+
+
+def engine_sampling(sampling: MDMSampling, temperature: float | None = None) -> Sampling:
+    """The engine's request for `sampling`'s canvas at τ_s (or `temperature`)."""
+    tau = sampling.temperature if temperature is None else temperature
+    return Sampling(temperature=tau, max_new_tokens=sampling.length)
 
 
 def mask_seeds(run_cfg: MDMRun, generator: torch.Generator) -> list[int]:
@@ -363,24 +369,18 @@ def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
 
 
 def held_out(
-    model, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: int, spent: dict
+    engine: MDMEngine, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: int, spent: dict
 ) -> dict:
     """Held-out greedy accuracy (full reward) and reward (τ_s = 0), and the sampled
     reward at τ_s, as evaluate.py names them; logged with `spent` (budget/samples,
     time/elapsed_s: the arena's x axis and run time)."""
     scores = {}
+    prompts, _ = encode(tokenizer, examples, run_cfg.sampling.length, engine.model.eos_id)
     for name, temperature in (("greedy", 0.0), ("sampled", None)):
-        sampling = run_cfg.sampling
-        if temperature is not None:
-            sampling = MDMSampling(
-                sampling.length, sampling.steps, sampling.block, temperature, sampling.remasking
-            )
-        prompts, _ = encode(tokenizer, examples, sampling.length, model.eos_id)
-        generator = torch.Generator().manual_seed(step)
-        out = model.generate(prompts, sampling, generator)
-        texts = decode(tokenizer, out.response_ids, model.eos_id)
+        request = engine_sampling(run_cfg.sampling, temperature)
+        out = engine.generate(prompts, 1, request, torch.Generator().manual_seed(step))
         columns = {c: [e[c] for e in examples] for c in task.columns}
-        rewards = task.reward([e["prompt"] for e in examples], texts, **columns)
+        rewards = task.reward([e["prompt"] for e in examples], out.texts, **columns)
         if name == "greedy":
             scores["eval/greedy_accuracy"] = sum(r >= 1.0 for r in rewards) / len(rewards)
         scores[f"eval/{name}_reward"] = sum(rewards) / len(rewards)
