@@ -82,3 +82,19 @@ def test_hand_schedule_reveals_like_d1_at_s_3_l_6():
         counts.append(int(n))
         masked = masked - n
     assert counts == [2, 2, 2]
+
+
+def test_joint_row_layout_and_coefficient():
+    from policylab.algebra.mdm_schedule import joint_row
+
+    tok = torch.tensor([[-0.1, -0.2], [-0.3, -0.4]])
+    sched = torch.tensor([[-1.0], [-2.0]])
+    mask = torch.tensor([[1, 1], [1, 0]])
+    logp, m, adv = joint_row(tok, sched, mask, torch.tensor([1.0, 2.0]), 0.5)
+    assert logp.flatten().tolist() == pytest.approx([-0.1, -0.2, -1.0, -0.3, -0.4, -2.0])
+    assert m.tolist() == [[1, 1, 1], [1, 0, 1]]
+    assert adv.tolist() == [[1, 1, 0.5], [2, 2, 1]]
+    _, m0, _ = joint_row(tok, sched, mask, torch.tensor([1.0, 2.0]), 0.0)
+    assert m0[:, 2].tolist() == [0, 0]  # coefficient 0: schedule columns out of the mean
+    with pytest.raises(ValueError, match="schedule_coef"):
+        joint_row(tok, sched, mask, torch.tensor([1.0, 2.0]), -1.0)

@@ -74,3 +74,32 @@ def reveal_counts(q: torch.Tensor, masked: torch.Tensor, last: bool) -> torch.Te
         return masked.clone()
     n = torch.floor(q.double() * masked.double() + 0.5).long().clamp(min=1)
     return torch.minimum(n, masked)
+
+
+def joint_row(
+    token_logp: torch.Tensor,
+    schedule_logp: torch.Tensor,
+    token_mask: torch.Tensor,
+    advantages: torch.Tensor,
+    coef: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Co-GRPO's row (G0.2): the L token columns, then the S schedule columns.
+
+    token_logp [B, L], schedule_logp [B, S], token_mask [B, L], advantages [B] (or [B, L],
+    one outcome advantage per row broadcast over the tokens: column 0 is the row's) →
+    (logp [B, L+S], mask [B, L+S], advantages [B, L+S]). Schedule columns have mask 1 and
+    advantage coef·A, so in one `ppo_clip` their clipped terms weigh coef (the clip term is
+    positively homogeneous in A) [ours]; coef = 0 masks them out, leaving exactly the
+    token-only loss of d2 on the same rows. Per-token A: [1, 2], L = 2, S = 1, coef 0.5 →
+    [[1, 1, 0.5], [2, 2, 1]]."""
+    if coef < 0:
+        raise ValueError(f"schedule_coef = {coef}; accepted: >= 0")
+    rows, steps = schedule_logp.shape
+    logp = torch.cat([token_logp, schedule_logp.to(token_logp.dtype)], 1)
+    on = torch.full((rows, steps), 1.0 if coef > 0 else 0.0, dtype=token_mask.dtype)
+    mask = torch.cat([token_mask, on], 1)
+    adv = advantages.detach()
+    tokens = adv if adv.dim() == 2 else adv[:, None].expand_as(token_logp)
+    row = tokens[:, :1].expand(rows, steps)
+    adv = torch.cat([tokens.to(logp.dtype), coef * row.to(logp.dtype)], 1)
+    return logp, mask, adv

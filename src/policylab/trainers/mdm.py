@@ -45,6 +45,7 @@ from policylab.pretrain_mdm import encode
 from policylab.recipes.compose import components
 from policylab.rollouts import Rollouts
 from policylab.trainers.llm import TrainResult
+from policylab.trainers.mdm_schedule import Schedule, ScheduleRun, cat_columns
 from policylab.trainers.run import Run, lr_lambda, run_options
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class MDMRun:
     samples_per_prompt: int
     lr: float
     grad_clip: float
+    schedule: ScheduleRun | None = None  # Co-GRPO's π_φ (a table with `learn_schedule`)
 
 
 def is_mdm_run(cfg) -> bool:
@@ -123,6 +125,10 @@ def settings(cfg: TrainConfig) -> MDMRun:
             steps=sampling.steps,
             temperature=score_temperature(table["score_temperature"], sampling.temperature),
         )
+        schedule = None
+        if table.get("learn_schedule"):
+            at_sampling = table["score_temperature"] == "sampling"
+            schedule = ScheduleRun.from_table(table, at_sampling)
     except ValueError as err:
         raise ConfigError(f"algorithm {cfg.algo!r}: {err}") from None
     return MDMRun(
@@ -134,6 +140,7 @@ def settings(cfg: TrainConfig) -> MDMRun:
         cfg.samples_per_prompt,
         cfg.lr,
         cfg.grad_clip,
+        schedule,
     )
 
 
@@ -167,6 +174,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
     reference = None
     if parts.loss.options.needs_reference:  # the initial model, frozen [code d1: adapters off]
         reference = copy.deepcopy(model).eval().requires_grad_(False)
+    schedule = None
+    if run_cfg.schedule is not None:  # Co-GRPO: π_φ at the hand schedule, its reference π_φ0
+        schedule = Schedule(run_cfg.schedule, sampling.steps, cfg.temperature, bool(reference))
     optimiser = torch.optim.AdamW(model.parameters(), lr=run_cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lr_lambda(cfg, cfg.steps * run_cfg.epochs)
@@ -202,8 +212,10 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         generator.set_state(state["generator"])
         rng.setstate(state["rng"])
         step, evals = state["step"], state["evals"]
+        if schedule is not None:
+            schedule.load(state["schedule"])
     if step == 0:
-        evals.append(held_out(engine, tokenizer, task, heldout, run_cfg, run, 0, spent(0)))
+        evals.append(held_out(engine, tokenizer, task, heldout, run_cfg, run, 0, spent(0), schedule))
 
     def spent_all(at: int) -> bool:  # the arena's sample budget (max_samples), if set
         return bool(cfg.max_samples) and at * rows_per_step >= cfg.max_samples  # 0: no cap
@@ -213,45 +225,57 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         t0 = time.perf_counter()
         # 1. rollouts: G decoded completions per prompt, scored by the task's verifier
         examples = [pool[rng.randrange(len(pool))] for _ in range(cfg.prompts_per_step)]
-        batch = rollout(engine, tokenizer, task, examples, run_cfg, generator)
+        batch = rollout(engine, tokenizer, task, examples, run_cfg, generator, schedule)
+        tau = schedule.token_temperature(batch) if schedule else None  # τ_s per token
         t1 = time.perf_counter()
         # 2. advantages (grpo, scale none: A = R − mean_g R)
         estimate = parts.advantage.estimate(batch)
         advantages = estimate.advantages
         # 3. μ mask seeds; old and reference log-probs under each, before any update
         seeds = mask_seeds(run_cfg, generator)
-        old = [score(model, batch, run_cfg, s, no_grad=True)[0] for s in seeds]
+        old = [score(model, batch, run_cfg, s, no_grad=True, temperature=tau)[0] for s in seeds]
         ref = (
-            [score(reference, batch, run_cfg, s, no_grad=True)[0] for s in seeds]
+            [score(reference, batch, run_cfg, s, no_grad=True, temperature=tau)[0] for s in seeds]
             if reference
             else None
         )
+        old_phi, ref_phi = schedule.old(batch) if schedule else (None, None)
         t2 = time.perf_counter()
         # 4. learn: iteration j scores with seed j, one minibatch of every row
         mask = batch.response_mask
-        normaliser = global_normaliser(mask, parts.loss.options.loss_agg_mode)
+        update_theta, update_phi = schedule.steps_now(step) if schedule else (True, True)
         history = []
         for j, seed in enumerate(seeds):
-            logp, passes = score(model, batch, run_cfg, seed)
+            logp, passes = score(model, batch, run_cfg, seed, temperature=tau)
+            old_j, ref_j = old[j], None if ref is None else ref[j]
+            adv_j, mask_j = advantages, mask
+            if schedule:  # Co-GRPO's row: L token columns, then S schedule columns (G0.2)
+                logp, mask_j, adv_j = schedule.row(logp, batch, advantages, mask)
+                old_j, ref_j = cat_columns(old_j, old_phi), cat_columns(ref_j, ref_phi)
             loss, m = parts.loss(
                 logprobs=logp,
-                old_logprobs=old[j],
-                advantages=advantages,
-                response_mask=mask,
-                ref_logprobs=None if ref is None else ref[j],
+                old_logprobs=old_j,
+                advantages=adv_j,
+                response_mask=mask_j,
+                ref_logprobs=ref_j,
                 rollouts=batch,
-                normaliser=normaliser,
+                normaliser=global_normaliser(mask_j, parts.loss.options.loss_agg_mode),
             )
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), run_cfg.grad_clip or 1e9)
-            optimiser.step()
+            if update_theta:
+                optimiser.step()
             scheduler.step()
+            if schedule:
+                schedule.update(run_cfg.grad_clip, update_phi)
             history.append({**m, "loss": float(loss.detach()), "grad_norm": float(norm)})
         t3 = time.perf_counter()
         # 5. metrics, evaluation, checkpoint
         metrics = {k: sum(h[k] for h in history) / len(history) for k in history[0]}
         metrics.update(estimate.metrics)
+        if schedule:
+            metrics.update(schedule.metrics())
         metrics.update(
             {
                 "reward/mean": float(batch.rewards.mean()),
@@ -265,11 +289,13 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
             }
         )
         if step % GAP_EVERY == 0 or step == 1:
-            metrics["estimator/gap"] = estimator_gap(model, batch, run_cfg, seeds[0])
+            metrics["estimator/gap"] = estimator_gap(model, batch, run_cfg, seeds[0], tau)
         run.log(step, metrics)
         last = step == cfg.steps or run.stopping or spent_all(step)
         if last or (cfg.eval_every and step % cfg.eval_every == 0):
-            evals.append(held_out(engine, tokenizer, task, heldout, run_cfg, run, step, spent(step)))
+            evals.append(held_out(
+                    engine, tokenizer, task, heldout, run_cfg, run, step, spent(step), schedule
+                ))
         if last or (cfg.save_every and step % cfg.save_every == 0):
             state = {
                 "step": step,
@@ -280,8 +306,12 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
                 "rng": rng.getstate(),
                 "evals": evals,
             }
+            if schedule:
+                state["schedule"] = schedule.state()
             run.save_checkpoint(step, state)
     model.save(run.dir / "model", {"algo": cfg.algo, "task": cfg.task, "steps": step})
+    if schedule:
+        torch.save(schedule.policy.state_dict(), run.dir / "model" / "schedule.pt")
     run.close()
     return TrainResult(str(run.dir), evals[0], evals[-1], step, time.perf_counter() - started)
 
@@ -305,14 +335,17 @@ def check_same_start(run_dir, digest: str, model: str) -> None:
         )
 
 
-def rollout(engine: MDMEngine, tokenizer, task, examples, run_cfg: MDMRun, generator) -> Rollouts:
+def rollout(
+    engine: MDMEngine, tokenizer, task, examples, run_cfg: MDMRun, generator, schedule=None
+) -> Rollouts:
     """G completions per example, decoded by G1.2 (`MDMEngine.generate`), scored by the
     task's verifier: rows with `segment_ids` = reveal and extras prompt_ids [B, P]
-    (left-padded) and reveal."""
+    (left-padded), reveal and, with a Co-GRPO schedule, schedule_actions [B, S, 2]."""
     n = run_cfg.samples_per_prompt
     model = engine.model
     prompts, _ = encode(tokenizer, examples, run_cfg.sampling.length, model.eos_id)
-    out = engine.generate(prompts, n, engine_sampling(run_cfg.sampling), generator)
+    policy = schedule.policy if schedule else None
+    out = engine.generate(prompts, n, engine_sampling(run_cfg.sampling), generator, policy)
     columns = {c: [e[c] for e in examples for _ in range(n)] for c in task.columns}
     row_prompts = [e["prompt"] for e in examples for _ in range(n)]
     rewards = torch.tensor(task.reward(row_prompts, out.texts, **columns), dtype=torch.float32)
@@ -324,7 +357,12 @@ def rollout(engine: MDMEngine, tokenizer, task, examples, run_cfg: MDMRun, gener
         response_ids=out.response_ids,
         segment_ids=out.reveal,
         truncated=torch.tensor([r == "length" for r in out.finish_reason]),
-        extras={"prompt_ids": padded, "reveal": out.reveal, "texts": out.texts},
+        extras={
+            "prompt_ids": padded,
+            "reveal": out.reveal,
+            "texts": out.texts,
+            **({} if policy is None else {"schedule_actions": out.schedule_actions}),
+        },
     )
 
 
@@ -342,10 +380,18 @@ def mask_seeds(run_cfg: MDMRun, generator: torch.Generator) -> list[int]:
 
 
 def score(
-    model, batch: Rollouts, run_cfg: MDMRun, seed: int, *, no_grad: bool = False, estimator=None
+    model,
+    batch: Rollouts,
+    run_cfg: MDMRun,
+    seed: int,
+    *,
+    no_grad: bool = False,
+    estimator=None,
+    temperature=None,
 ):
     """(logp [B, L], passes) of the batch's completions by `estimator` (the run's by
-    default), with the prompt mask drawn from `seed` (equal seeds, equal masks)."""
+    default), with the prompt mask drawn from `seed` (equal seeds, equal masks);
+    `temperature` [B, L]: a τ per token (Co-GRPO's step τ_s), else the run's."""
     fn = mdm_logprob.entry(estimator or run_cfg.estimator).fn
     with torch.set_grad_enabled(not no_grad):
         return fn(
@@ -355,13 +401,14 @@ def score(
             batch.extras["reveal"],
             run_cfg.logprob,
             generator=torch.Generator().manual_seed(int(seed)),
+            **({} if temperature is None else {"temperature": temperature}),
         )
 
 
-def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
+def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int, tau=None) -> float:
     """Mean |one_step − exact_steps| per completion token on the batch (same mask seed)."""
     values = [
-        score(model, batch, run_cfg, seed, no_grad=True, estimator=name)[0]
+        score(model, batch, run_cfg, seed, no_grad=True, estimator=name, temperature=tau)[0]
         for name in ("one_step", "exact_steps")
     ]
     mask = batch.response_mask.bool()
@@ -369,7 +416,15 @@ def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
 
 
 def held_out(
-    engine: MDMEngine, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: int, spent: dict
+    engine: MDMEngine,
+    tokenizer,
+    task,
+    examples,
+    run_cfg: MDMRun,
+    run: Run,
+    step: int,
+    spent: dict,
+    schedule=None,
 ) -> dict:
     """Held-out greedy accuracy (full reward) and reward (τ_s = 0), and the sampled
     reward at τ_s, as evaluate.py names them; logged with `spent` (budget/samples,
@@ -378,7 +433,8 @@ def held_out(
     prompts, _ = encode(tokenizer, examples, run_cfg.sampling.length, engine.model.eos_id)
     for name, temperature in (("greedy", 0.0), ("sampled", None)):
         request = engine_sampling(run_cfg.sampling, temperature)
-        out = engine.generate(prompts, 1, request, torch.Generator().manual_seed(step))
+        policy = schedule.policy if schedule else None  # greedy: its mean schedule
+        out = engine.generate(prompts, 1, request, torch.Generator().manual_seed(step), policy)
         columns = {c: [e[c] for e in examples] for c in task.columns}
         rewards = task.reward([e["prompt"] for e in examples], out.texts, **columns)
         if name == "greedy":
