@@ -37,7 +37,9 @@ def test_d5_joint_step_log_prob_and_ratio():
     # moving the q-mean 0 → 0.1: ratio exp((0.3² − 0.2²)/(2·0.25)) = e^0.1 = 1.1051709
     moved = mean.clone()
     moved[0, 1] = 0.1
-    ratio = torch.exp(schedule_log_prob(actions, moved, log_std) - schedule_log_prob(actions, mean, log_std))
+    ratio = torch.exp(
+        schedule_log_prob(actions, moved, log_std) - schedule_log_prob(actions, mean, log_std)
+    )
     assert float(ratio[0, 0]) == pytest.approx(1.1051709, abs=1e-6)
 
 
@@ -47,8 +49,10 @@ def test_last_step_q_is_not_an_action():
     a = torch.zeros(1, 3, 2)
     b = a.clone()
     b[0, 2, 1] = 5.0  # the last step's q never enters the density
-    assert torch.equal(schedule_log_prob(a, torch.zeros(3, 2), log_std),
-                       schedule_log_prob(b, torch.zeros(3, 2), log_std))
+    assert torch.equal(
+        schedule_log_prob(a, torch.zeros(3, 2), log_std),
+        schedule_log_prob(b, torch.zeros(3, 2), log_std),
+    )
     # step 2 holds only log τ: −½ ln 2π = −0.9189385; steps 0, 1 twice that
     got = schedule_log_prob(a, torch.zeros(3, 2), log_std)[0]
     assert got.tolist() == pytest.approx([-1.8378771, -1.8378771, -0.9189385], abs=1e-6)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from policylab.algebra.aggregate import global_normaliser
+from policylab.algebra.mdm_schedule import joint_row
 from policylab.api import train
 from policylab.engines.base import Sampling
 from policylab.engines.mdm import MDMEngine
@@ -18,7 +19,6 @@ from policylab.policies.mdm_schedule import SchedulePolicy, token_temperatures
 from policylab.recipes.compose import components
 from policylab.trainers import mdm as mdm_trainer
 from policylab.trainers.mdm_schedule import cat_columns
-from policylab.algebra.mdm_schedule import joint_row
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,11 @@ def test_ratio_is_one_at_theta_old_phi_old(tiny):
     with torch.no_grad():
         old = cat_columns(token_logp(tiny, out, prompts), policy.log_prob(out.schedule_actions))
     logp, mask, a = joint_row(
-        token_logp(tiny, out, prompts), policy.log_prob(out.schedule_actions),
-        out.response_mask, adv, 1.0,
+        token_logp(tiny, out, prompts),
+        policy.log_prob(out.schedule_actions),
+        out.response_mask,
+        adv,
+        1.0,
     )
     loss_fn = components("co_grpo_provisional", max_new_tokens=6).loss.with_options(kl_coef=0.0)
     _, m = loss_fn(logprobs=logp, old_logprobs=old, advantages=a, response_mask=mask)
@@ -123,7 +126,9 @@ def test_schedule_gradient_nonzero_and_coef_zero_is_d2_exact(tiny):
     # d2_exact on the same rows: token columns only
     tiny.zero_grad(set_to_none=True)
     tok = token_logp(tiny, out, prompts)
-    d2, _ = loss_fn(logprobs=tok, old_logprobs=old_tok, advantages=adv, response_mask=out.response_mask)
+    d2, _ = loss_fn(
+        logprobs=tok, old_logprobs=old_tok, advantages=adv, response_mask=out.response_mask
+    )
     d2.backward()
     assert float(loss0) == pytest.approx(float(d2.detach()), abs=1e-7)
     for g, p in zip(theta0, tiny.parameters(), strict=True):
@@ -172,7 +177,9 @@ def test_train_moves_theta_and_phi_with_ratio_one(mdm_dir, tmp_path, parity_rewa
     assert not torch.equal(phi["mean"], SchedulePolicy(3, 1.0).mean.detach())
     before = MaskedDiffusionLM.load(mdm_dir)
     after = MaskedDiffusionLM.load(tmp_path / "r" / "model")
-    moved = [not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters())]
+    moved = [
+        not torch.equal(a, b) for a, b in zip(before.parameters(), after.parameters(), strict=True)
+    ]
     assert all(moved)
 
 

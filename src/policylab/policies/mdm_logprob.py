@@ -2,9 +2,9 @@
 (papers/seed_generative.md G0.4, G1.3, G1.4).
 
 Every entry is `fn(model, prompt_ids [B, P], response_ids [B, L], reveal [B, L], cfg, *,
-generator, temperature=None) -> (logp [B, L], forward_passes)`, where `model(ids, attention_mask)` gives
-logits [B, T, V] and has `mask_id` and `pad_id` (a `MaskedDiffusionLM`); prompts are
-left-padded with `pad_id`; `reveal` holds the step ρ at which each position was revealed.
+generator, temperature=None) -> (logp [B, L], forward_passes)` (temperature: an optional τ
+per token [B, L], Co-GRPO's step τ_s), where `model(ids, attention_mask)` gives logits
+[B, T, V] and has `mask_id` and `pad_id` (a `MaskedDiffusionLM`); prompts are left-padded with `pad_id`; `reveal` holds the step ρ at which each position was revealed.
 logp[i, t] = log softmax(logits/τ)[y_t] at completion position t, read from
 
 | name | completion state the token is scored from | passes |
@@ -112,7 +112,14 @@ def score_from_segments(
 
 @mdm_logprob.register("one_step")
 def one_step(
-    model, prompt_ids, response_ids, reveal, cfg: MDMLogprobConfig, *, generator=None, temperature=None
+    model,
+    prompt_ids,
+    response_ids,
+    reveal,
+    cfg: MDMLogprobConfig,
+    *,
+    generator=None,
+    temperature=None,
 ):
     """d1's one-step estimate: every completion token scored from the all-M completion
     with the prompt re-masked (1 pass) [code d1:diffu_grpo_trainer.py:forward_process,
@@ -125,7 +132,14 @@ def one_step(
 
 @mdm_logprob.register("step_merge")
 def step_merge(
-    model, prompt_ids, response_ids, reveal, cfg: MDMLogprobConfig, *, generator=None, temperature=None
+    model,
+    prompt_ids,
+    response_ids,
+    reveal,
+    cfg: MDMLogprobConfig,
+    *,
+    generator=None,
+    temperature=None,
 ):
     """d2's StepMerge(N): token t scored from the snapshot at the start of the segment
     holding ρ_t, boundaries ⌊k·S/N⌋ (N passes) [code d2:d2StepMergeTrainer.generate,
@@ -139,7 +153,14 @@ def step_merge(
 
 @mdm_logprob.register("exact_steps")
 def exact_steps(
-    model, prompt_ids, response_ids, reveal, cfg: MDMLogprobConfig, *, generator=None, temperature=None
+    model,
+    prompt_ids,
+    response_ids,
+    reveal,
+    cfg: MDMLogprobConfig,
+    *,
+    generator=None,
+    temperature=None,
 ):
     """The per-step log-likelihood Σ_s Σ_{t: ρ_t = s} log p_θ(y_t | z_s): `step_merge`
     with N = S (S passes) [d2's limit; exact given the revealed positions, G0.4]."""

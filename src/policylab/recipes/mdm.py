@@ -118,13 +118,13 @@ add(
 
 _CO = "Zhou, Ni, Chen, Liu, Yue, Wang, Wang, Liu, Huang 2025, Co-GRPO, arXiv:2512.22288"
 _CO_TRAINING = {
-    **_training("exact_steps", "[ours, G1.7] co_grpo = d2_exact + a schedule head (tokens scored exactly)"),
+    **_training(
+        "exact_steps", "[ours, G1.7] co_grpo = d2_exact + a schedule head (tokens scored exactly)"
+    ),
     "decode_steps": S(3, "[ours, G1.6] S = L/2 = 3, so how many tokens each step reveals matters"),
     "learn_schedule": S(True, "[paper abstract] one MDP over tokens and schedule actions"),
     "schedule_coef": S(1.0, "[ours, G1.5] weight of the S schedule columns in the token-mean"),
-    "schedule_lr": S(
-        1e-2, "[ours] Adam step of φ (2S + 2 numbers; θ's 3e-5 would not move them)"
-    ),
+    "schedule_lr": S(1e-2, "[ours] Adam step of φ (2S + 2 numbers; θ's 3e-5 would not move them)"),
     "schedule_std": S((0.25, 0.5), "[ours, G1.10 D5] initial σ of log τ_s and of logit q_s"),
     "alternate": S(False, "[ours, G1.5] θ then φ on alternate steps; not retrieved from the paper"),
 }

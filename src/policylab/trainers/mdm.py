@@ -36,9 +36,9 @@ import yaml
 from policylab import recipes, tasks
 from policylab.algebra.aggregate import global_normaliser
 from policylab.config import ConfigError, TrainConfig
-from policylab.models import build_tokenizer
 from policylab.engines.base import Sampling
 from policylab.engines.mdm import MDMEngine
+from policylab.models import build_tokenizer
 from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, is_mdm_folder, left_pad
 from policylab.policies.mdm_logprob import MDMLogprobConfig, mdm_logprob, score_temperature
 from policylab.pretrain_mdm import encode
@@ -215,7 +215,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         if schedule is not None:
             schedule.load(state["schedule"])
     if step == 0:
-        evals.append(held_out(engine, tokenizer, task, heldout, run_cfg, run, 0, spent(0), schedule))
+        evals.append(
+            held_out(engine, tokenizer, task, heldout, run_cfg, run, 0, spent(0), schedule)
+        )
 
     def spent_all(at: int) -> bool:  # the arena's sample budget (max_samples), if set
         return bool(cfg.max_samples) and at * rows_per_step >= cfg.max_samples  # 0: no cap
@@ -293,9 +295,11 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         run.log(step, metrics)
         last = step == cfg.steps or run.stopping or spent_all(step)
         if last or (cfg.eval_every and step % cfg.eval_every == 0):
-            evals.append(held_out(
+            evals.append(
+                held_out(
                     engine, tokenizer, task, heldout, run_cfg, run, step, spent(step), schedule
-                ))
+                )
+            )
         if last or (cfg.save_every and step % cfg.save_every == 0):
             state = {
                 "step": step,
