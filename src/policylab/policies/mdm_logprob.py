@@ -4,7 +4,8 @@
 Every entry is `fn(model, prompt_ids [B, P], response_ids [B, L], reveal [B, L], cfg, *,
 generator, temperature=None) -> (logp [B, L], forward_passes)` (temperature: an optional τ
 per token [B, L], Co-GRPO's step τ_s), where `model(ids, attention_mask)` gives logits
-[B, T, V] and has `mask_id` and `pad_id` (a `MaskedDiffusionLM`); prompts are left-padded with `pad_id`; `reveal` holds the step ρ at which each position was revealed.
+[B, T, V] and has `mask_id` and `pad_id` (a `MaskedDiffusionLM`); prompts are left-padded
+with `pad_id`; `reveal` holds the step ρ at which each position was revealed.
 logp[i, t] = log softmax(logits/τ)[y_t] at completion position t, read from
 
 | name | completion state the token is scored from | passes |
