@@ -49,6 +49,12 @@ def late_window(run_dir: Path) -> tuple[float, float, list[float]]:
     return sum(evals[-3:]) / len(evals[-3:]), evals[0], gaps
 
 
+def run_seconds(run_dir: Path) -> float:
+    """A finished run's wall time (its last evaluation's time/elapsed_s)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["kind"] == "eval"][-1]["time/elapsed_s"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="runs/tiny-mdm-1500")
@@ -63,6 +69,9 @@ def main() -> None:
     parser.add_argument("--algos", default=",".join(ALGOS))
     parser.add_argument("--compare", default="diffu_grpo", help="paired baselines (comma list)")
     parser.add_argument("--decode-steps", type=int, default=0, help="0: each recipe's own S")
+    parser.add_argument(
+        "--table-only", action="store_true", help="no training: the table of the runs in --out"
+    )
     args = parser.parse_args()
     algos = args.algos.split(",")
     compare = args.compare.split(",")
@@ -79,23 +88,26 @@ def main() -> None:
         for seed in range(args.seeds):
             run_dir = out / f"{algo}-s{seed}"
             t0 = time.perf_counter()
-            train(
-                algo=algo,
-                task="arithmetic",
-                model=args.model,
-                seed=seed,
-                steps=args.steps,
-                prompts_per_step=args.prompts,
-                samples_per_prompt=args.group,
-                epochs=args.epochs,
-                lr=args.lr,
-                eval_every=args.eval_every,
-                eval_n=200,
-                run_dir=str(run_dir),
-                progress=False,
-                report_to=[],
-            )
-            seconds[algo] += time.perf_counter() - t0
+            if args.table_only:
+                seconds[algo] += run_seconds(run_dir)
+            else:
+                train(
+                    algo=algo,
+                    task="arithmetic",
+                    model=args.model,
+                    seed=seed,
+                    steps=args.steps,
+                    prompts_per_step=args.prompts,
+                    samples_per_prompt=args.group,
+                    epochs=args.epochs,
+                    lr=args.lr,
+                    eval_every=args.eval_every,
+                    eval_n=200,
+                    run_dir=str(run_dir),
+                    progress=False,
+                    report_to=[],
+                )
+                seconds[algo] += time.perf_counter() - t0
             score[algo][seed], score["pretrained"][seed], run_gaps = late_window(run_dir)
             gaps[algo] += run_gaps
             print(f"{algo} seed {seed}: late-window greedy {score[algo][seed]:.3f}", flush=True)

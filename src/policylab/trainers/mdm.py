@@ -12,6 +12,11 @@ k3, token-mean over the completion mask) → clip grad norm → AdamW step → m
 greedy accuracy, checkpoint. `estimator/gap` = mean |one_step − exact_steps| per token on
 the step's rows (every `GAP_EVERY` steps, whatever the recipe's estimator).
 
+Co-GRPO (G1.5, a table with `learn_schedule`; trainers/mdm_schedule.py): the rollouts are
+decoded with schedule actions drawn from π_φ, tokens are scored at their step's τ_s, and
+each row holds its L token columns then S schedule columns (log π_φ(a_s)) in one
+`ppo_clip`; φ has its own Adam, kept by the checkpoint.
+
 The run goes here when `--model` is a folder written by `python -m policylab.pretrain_mdm`
 (routing.py). The recipe's `training` table sets what TrainConfig has no field for (the
 estimator, its segments N, p_prompt, random_masking, decoding steps, block, remasking,
