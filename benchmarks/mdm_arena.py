@@ -59,6 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="runs/tiny-mdm-1500")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first … first+seeds−1")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
@@ -85,10 +86,12 @@ def main() -> None:
     seconds: dict[str, float] = {}
     for algo in algos:
         score[algo], gaps[algo], seconds[algo] = {}, [], 0.0
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             run_dir = out / f"{algo}-s{seed}"
             t0 = time.perf_counter()
             if args.table_only:
+                if not (run_dir / "metrics.jsonl").is_file():
+                    continue  # a seed this method was not run for (the table gives counts)
                 seconds[algo] += run_seconds(run_dir)
             else:
                 train(
@@ -132,10 +135,11 @@ def main() -> None:
             d = paired_difference_ci(score[algo], score[base])
             diffs.append(f"{d.mean:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
         gap = f"{sum(gaps[algo]) / len(gaps[algo]):.3f}" if gaps.get(algo) else "—"
-        secs = f"{seconds[algo] / args.seeds:.0f}" if algo in seconds else "—"
+        secs = f"{seconds[algo] / len(score[algo]):.0f}" if algo in seconds else "—"
+        name = algo if algo == "pretrained" else f"{algo} ({len(score[algo])} seeds)"
         interval = "—" if ci.low != ci.low else f"[{ci.low:.3f}, {ci.high:.3f}]"
         lines.append(
-            f"| {algo} | {ci.mean:.3f} | {interval} | {' | '.join(diffs)} | {gap} | {secs} |"
+            f"| {name} | {ci.mean:.3f} | {interval} | {' | '.join(diffs)} | {gap} | {secs} |"
         )
     lines.append("")
     lines.append(
