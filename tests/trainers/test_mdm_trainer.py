@@ -133,3 +133,10 @@ def test_a_resume_needs_the_weights_the_run_started_from(mdm_dir, tmp_path):
     MaskedDiffusionLM(MDMConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64)).save(model)
     with pytest.raises(ValueError, match="holds other weights than the run started from"):
         train(algo="diffu_grpo", **{**fields(model, run), "model": str(model)}, resume=True)
+
+
+def test_d1_is_an_alias_of_diffu_grpo():
+    d1, diffu = recipes.get("d1"), recipes.get("diffu_grpo")
+    assert "alias of diffu_grpo" in d1.title
+    assert d1.defaults == diffu.defaults
+    assert (d1.advantage, d1.loss, d1.training) == (diffu.advantage, diffu.loss, diffu.training)

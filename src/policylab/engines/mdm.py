@@ -17,13 +17,16 @@ import torch
 
 from policylab.engines.base import Generations, Sampling, check_request, load_unless_shared
 from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, decode
+from policylab.policies.mdm_schedule import SchedulePolicy
 
 
 @dataclass
 class MDMEngineGenerations(Generations):
-    """`Generations` plus the reveal step of every completion position [N·n, L]."""
+    """`Generations` plus the reveal step of every completion position [N·n, L] and, with a
+    Co-GRPO schedule policy, the schedule actions each row was decoded with [N·n, S, 2]."""
 
     reveal: torch.Tensor | None = None
+    schedule_actions: torch.Tensor | None = None
 
 
 class MDMEngine:
@@ -52,7 +55,10 @@ class MDMEngine:
         n: int,
         sampling: Sampling,
         generator: torch.Generator | None = None,
+        schedule: SchedulePolicy | None = None,
     ) -> MDMEngineGenerations:
+        """With `schedule` (Co-GRPO's π_φ, G1.5): every row's actions are drawn from it with
+        `generator` before decoding (its mean when greedy, τ_s = 0) and returned."""
         check_request(prompt_ids, n)
         length = self.model.config.completion_length
         if sampling.max_new_tokens != length:
@@ -67,7 +73,13 @@ class MDMEngine:
             )
         mdm = MDMSampling(length, self.steps, self.block, sampling.temperature, self.remasking)
         rows = [p for p in prompt_ids for _ in range(n)]
-        out = self.model.generate(rows, mdm, generator)
+        actions = None
+        if schedule is not None:
+            if sampling.greedy:
+                actions = schedule.mean_actions(len(rows))
+            else:
+                actions = schedule.sample(len(rows), generator)
+        out = self.model.generate(rows, mdm, generator, schedule=actions)
         texts = decode(self.tokenizer, out.response_ids, self.model.eos_id)
         return MDMEngineGenerations(
             response_ids=out.response_ids,
@@ -77,4 +89,5 @@ class MDMEngine:
             texts=texts,
             prompt_index=torch.arange(len(prompt_ids)).repeat_interleave(n),
             reveal=out.reveal,
+            schedule_actions=actions,
         )

@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from policylab.algebra.mdm_schedule import reveal_counts
+
 REMASKING = ("low_confidence", "random")
 MDM_FORMAT = "policylab_mdm"  # config.json's model_type of a saved MDM folder
 
@@ -194,11 +196,18 @@ class MaskedDiffusionLM(nn.Module):
         prompt_ids: list[list[int]],
         sampling: MDMSampling,
         generator: torch.Generator | None = None,
+        schedule: torch.Tensor | None = None,
     ) -> MDMGenerations:
-        """Decode one completion per prompt by G1.2 (see the module docstring)."""
+        """Decode one completion per prompt by G1.2 (see the module docstring).
+
+        `schedule` [B, S, 2]: Co-GRPO's per-row schedule actions (log τ_s, logit q_s) (G1.5,
+        `policies/mdm_schedule.py`); step s then samples at τ_s = exp(a_s0) (argmax tokens
+        stay argmax when `sampling.temperature` is 0) and reveals n = max(1, round(σ(a_s1)
+        ·masked)) positions, the last step all; one block only."""
         prompts = left_pad(prompt_ids, self.pad_id)
         rows, width = prompts.shape
         length, block = sampling.length, sampling.block_length
+        _check_schedule(schedule, rows, sampling)
         ids = torch.cat([prompts, torch.full((rows, length), self.mask_id)], dim=1)
         attention = torch.cat([prompts != self.pad_id, torch.ones(rows, length, dtype=bool)], 1)
         reveal = torch.full((rows, length), -1, dtype=torch.long)
@@ -216,7 +225,12 @@ class MaskedDiffusionLM(nn.Module):
                 self.eval()
                 logits = self(ids, attention).double()
                 self.train(was_training)
-                candidates = _gumbel_argmax(logits, sampling.temperature, generator)
+                temperature = sampling.temperature
+                if schedule is not None:
+                    counts = _schedule_counts(schedule, step, ids[:, start:end] == self.mask_id)
+                    if temperature:
+                        temperature = torch.exp(schedule[:, step, 0].double())
+                candidates = _gumbel_argmax(logits, temperature, generator)
                 if sampling.remasking == "low_confidence":
                     confidence = logits.softmax(-1).gather(-1, candidates[..., None])[..., 0]
                 else:
@@ -225,7 +239,7 @@ class MaskedDiffusionLM(nn.Module):
                 confidence[:, end:] = float("-inf")
                 confidence = torch.where(masked, confidence, float("-inf"))
                 for i in range(rows):
-                    n = counts[i][j]
+                    n = int(counts[i]) if schedule is not None else counts[i][j]
                     if n:
                         chosen = confidence[i].topk(n).indices
                         ids[i, chosen] = candidates[i, chosen]
@@ -294,11 +308,35 @@ def completion_mask(response: torch.Tensor, eos_id: int) -> tuple[torch.Tensor, 
 
 
 def _gumbel_argmax(
-    logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+    logits: torch.Tensor, temperature, generator: torch.Generator | None
 ) -> torch.Tensor:
     """argmax of logit − τ·log(−log u), u ~ U(0, 1) in float64 — d1's argmax of
-    e^{logit}/(−log u)^τ in log space (same argmax, no overflow); τ = 0: plain argmax."""
-    if temperature == 0:
+    e^{logit}/(−log u)^τ in log space (same argmax, no overflow); τ = 0: plain argmax.
+    τ: a float, or one per row [B] (a Co-GRPO schedule)."""
+    if isinstance(temperature, torch.Tensor):
+        temperature = temperature[:, None, None]
+    elif temperature == 0:
         return logits.argmax(-1)
     u = torch.rand(logits.shape, dtype=torch.float64, generator=generator).clamp_min(1e-300)
     return (logits.double() - temperature * torch.log(-torch.log(u))).argmax(-1)
+
+
+def _check_schedule(schedule: torch.Tensor | None, rows: int, sampling: MDMSampling) -> None:
+    if schedule is None:
+        return
+    if tuple(schedule.shape) != (rows, sampling.steps, 2):
+        raise ValueError(
+            f"schedule has shape {list(schedule.shape)}; accepted: [rows, steps, 2] = "
+            f"[{rows}, {sampling.steps}, 2] (log τ_s, logit q_s per step)"
+        )
+    if sampling.block_length != sampling.length:
+        raise ValueError(
+            f"MDMSampling.block = {sampling.block} with a schedule; accepted: 0 (one block: "
+            "the schedule's q_s is a fraction of the whole canvas, G1.5)"
+        )
+
+
+def _schedule_counts(schedule: torch.Tensor, step: int, masked: torch.Tensor) -> torch.Tensor:
+    """Per-row reveal counts [B] of step `step` under the schedule's q (G1.5)."""
+    q = torch.sigmoid(schedule[:, step, 1].double())
+    return reveal_counts(q, masked.sum(1), last=step == schedule.shape[1] - 1)

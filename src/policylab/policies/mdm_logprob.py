@@ -2,9 +2,10 @@
 (papers/seed_generative.md G0.4, G1.3, G1.4).
 
 Every entry is `fn(model, prompt_ids [B, P], response_ids [B, L], reveal [B, L], cfg, *,
-generator) -> (logp [B, L], forward_passes)`, where `model(ids, attention_mask)` gives
-logits [B, T, V] and has `mask_id` and `pad_id` (a `MaskedDiffusionLM`); prompts are
-left-padded with `pad_id`; `reveal` holds the step ρ at which each position was revealed.
+generator, temperature=None) -> (logp [B, L], forward_passes)` (temperature: an optional τ
+per token [B, L], Co-GRPO's step τ_s), where `model(ids, attention_mask)` gives logits
+[B, T, V] and has `mask_id` and `pad_id` (a `MaskedDiffusionLM`); prompts are left-padded
+with `pad_id`; `reveal` holds the step ρ at which each position was revealed.
 logp[i, t] = log softmax(logits/τ)[y_t] at completion position t, read from
 
 | name | completion state the token is scored from | passes |
@@ -88,9 +89,11 @@ def score_from_segments(
     starts: list[int],
     cfg: MDMLogprobConfig,
     generator: torch.Generator | None,
+    temperature: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int]:
     """logp [B, L] with each token scored from z_s, s = the start of its segment (the
-    state with positions ρ < s revealed), one forward pass per segment start."""
+    state with positions ρ < s revealed), one forward pass per segment start. `temperature`
+    [B, L]: a τ per token (Co-GRPO: its step's τ_s) in place of `cfg.temperature`."""
     valid = prompt_ids != model.pad_id
     uniforms = torch.rand(prompt_ids.shape, generator=generator)
     hidden = prompt_mask(uniforms, cfg.prompt_mask_p, valid)
@@ -102,37 +105,71 @@ def score_from_segments(
     for s in starts:
         state = torch.where(reveal < s, response_ids, torch.full_like(response_ids, model.mask_id))
         logits = model(torch.cat([prompt, state], 1), attention)[:, width:]
-        token = (logits / cfg.temperature).log_softmax(-1).gather(-1, response_ids[..., None])
+        tau = cfg.temperature if temperature is None else temperature[..., None]
+        token = (logits / tau).log_softmax(-1).gather(-1, response_ids[..., None])
         logp = torch.where(start_of == s, token[..., 0], logp)
     return logp, len(starts)
 
 
 @mdm_logprob.register("one_step")
-def one_step(model, prompt_ids, response_ids, reveal, cfg: MDMLogprobConfig, *, generator=None):
+def one_step(
+    model,
+    prompt_ids,
+    response_ids,
+    reveal,
+    cfg: MDMLogprobConfig,
+    *,
+    generator=None,
+    temperature=None,
+):
     """d1's one-step estimate: every completion token scored from the all-M completion
     with the prompt re-masked (1 pass) [code d1:diffu_grpo_trainer.py:forward_process,
     _get_per_token_logps]. `reveal` is not read (may be None)."""
     zeros = torch.zeros_like(response_ids)
-    return score_from_segments(model, prompt_ids, response_ids, zeros, [0], cfg, generator)
+    return score_from_segments(
+        model, prompt_ids, response_ids, zeros, [0], cfg, generator, temperature
+    )
 
 
 @mdm_logprob.register("step_merge")
-def step_merge(model, prompt_ids, response_ids, reveal, cfg: MDMLogprobConfig, *, generator=None):
+def step_merge(
+    model,
+    prompt_ids,
+    response_ids,
+    reveal,
+    cfg: MDMLogprobConfig,
+    *,
+    generator=None,
+    temperature=None,
+):
     """d2's StepMerge(N): token t scored from the snapshot at the start of the segment
     holding ρ_t, boundaries ⌊k·S/N⌋ (N passes) [code d2:d2StepMergeTrainer.generate,
     _get_per_token_logps_oldandref]. N = 1 is `one_step`; N = S is `exact_steps`."""
     _check_reveal(reveal, response_ids, cfg)
     starts = segment_starts(cfg.steps, cfg.segments)
-    return score_from_segments(model, prompt_ids, response_ids, reveal, starts, cfg, generator)
+    return score_from_segments(
+        model, prompt_ids, response_ids, reveal, starts, cfg, generator, temperature
+    )
 
 
 @mdm_logprob.register("exact_steps")
-def exact_steps(model, prompt_ids, response_ids, reveal, cfg: MDMLogprobConfig, *, generator=None):
+def exact_steps(
+    model,
+    prompt_ids,
+    response_ids,
+    reveal,
+    cfg: MDMLogprobConfig,
+    *,
+    generator=None,
+    temperature=None,
+):
     """The per-step log-likelihood Σ_s Σ_{t: ρ_t = s} log p_θ(y_t | z_s): `step_merge`
     with N = S (S passes) [d2's limit; exact given the revealed positions, G0.4]."""
     _check_reveal(reveal, response_ids, cfg)
     starts = segment_starts(cfg.steps, cfg.steps)
-    return score_from_segments(model, prompt_ids, response_ids, reveal, starts, cfg, generator)
+    return score_from_segments(
+        model, prompt_ids, response_ids, reveal, starts, cfg, generator, temperature
+    )
 
 
 def _check_reveal(reveal, response_ids: torch.Tensor, cfg: MDMLogprobConfig) -> None:

@@ -6,6 +6,8 @@ estimator (`training.estimator`); trainers/mdm.py runs them on a model saved by
 
 from __future__ import annotations
 
+import dataclasses
+
 from policylab.recipes.base import PPO_CLIP_FORMULA, Recipe, S, add
 
 _D1 = "Zhao, Gupta, Zheng, Grover 2025, d1, arXiv:2504.12216"
@@ -59,7 +61,7 @@ _FORMULA = (
     "loss = token-mean(L + β·k3(logp, ref_logp))"
 )
 
-add(
+DIFFU_GRPO = add(
     Recipe(
         name="diffu_grpo",
         title="diffu-GRPO (d1): GRPO on a masked diffusion LM with the one-step estimate",
@@ -70,6 +72,17 @@ add(
         advantage_options=_ADVANTAGE,
         loss_options=_LOSS,
         training=_training("one_step", "[code d1:_get_per_token_logps] one masked forward pass"),
+    )
+)
+
+# the paper's name: the same recipe under `d1` (as selection.py registers recipe variants:
+# one Recipe copied with dataclasses.replace), so `policylab describe d1` works
+add(
+    dataclasses.replace(
+        DIFFU_GRPO,
+        name="d1",
+        title="alias of diffu_grpo: " + DIFFU_GRPO.title,
+        notes=("d1 is the paper's name; `diffu_grpo` is the same recipe, defaults and sources",),
     )
 )
 
@@ -100,5 +113,45 @@ add(
         advantage_options=_ADVANTAGE,
         loss_options=_LOSS,
         training=_training("exact_steps", "[code d2] StepMerge's limit N = S (G0.4)"),
+    )
+)
+
+_CO = "Zhou, Ni, Chen, Liu, Yue, Wang, Wang, Liu, Huang 2025, Co-GRPO, arXiv:2512.22288"
+_CO_TRAINING = {
+    **_training(
+        "exact_steps", "[ours, G1.7] co_grpo = d2_exact + a schedule head (tokens scored exactly)"
+    ),
+    "decode_steps": S(3, "[ours, G1.6] S = L/2 = 3, so how many tokens each step reveals matters"),
+    "learn_schedule": S(True, "[paper abstract] one MDP over tokens and schedule actions"),
+    "schedule_coef": S(1.0, "[ours, G1.5] weight of the S schedule columns in the token-mean"),
+    "schedule_lr": S(1e-2, "[ours] Adam step of φ (2S + 2 numbers; θ's 3e-5 would not move them)"),
+    "schedule_std": S((0.25, 0.5), "[ours, G1.10 D5] initial σ of log τ_s and of logit q_s"),
+    "alternate": S(False, "[ours, G1.5] θ then φ on alternate steps; not retrieved from the paper"),
+}
+
+add(
+    Recipe(
+        name="co_grpo_provisional",
+        title="Co-GRPO (provisional): GRPO over the tokens and a learned decoding schedule",
+        paper=_CO,
+        formula=(
+            "a_s = (log τ_s, logit q_s) ~ N(μ_s, σ²) per step s (π_φ, μ at the hand schedule\n"
+            "τ_s = τ_0, q_s = 1/(S − s)); step s samples at τ_s and reveals\n"
+            "n_s = max(1, round(q_s·masked)), the last step all\n"
+            "row = [log p_θ(y_t | z_{ρ_t}, τ_{ρ_t}) for t < L] ++ [log π_φ(a_s) for s < S]\n"
+            "A_i = R_i − mean_g R (schedule columns: c·A_i);  "
+            f"{PPO_CLIP_FORMULA}\n"
+            "loss = token-mean over the row (L + β·k3 to θ_0 and φ_0)"
+        ),
+        advantage="grpo",
+        loss="ppo_clip",
+        advantage_options=_ADVANTAGE,
+        loss_options=_LOSS,
+        training=_CO_TRAINING,
+        notes=(
+            "Provisional: the parameterisation of the schedule is ours (G1.5); the paper's "
+            "knobs (re-mask ratio, temperatures, CFG scale) were read from its abstract and "
+            "project page only, and no code was found.",
+        ),
     )
 )

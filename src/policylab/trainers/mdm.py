@@ -12,6 +12,11 @@ k3, token-mean over the completion mask) → clip grad norm → AdamW step → m
 greedy accuracy, checkpoint. `estimator/gap` = mean |one_step − exact_steps| per token on
 the step's rows (every `GAP_EVERY` steps, whatever the recipe's estimator).
 
+Co-GRPO (G1.5, a table with `learn_schedule`; trainers/mdm_schedule.py): the rollouts are
+decoded with schedule actions drawn from π_φ, tokens are scored at their step's τ_s, and
+each row holds its L token columns then S schedule columns (log π_φ(a_s)) in one
+`ppo_clip`; φ has its own Adam, kept by the checkpoint.
+
 The run goes here when `--model` is a folder written by `python -m policylab.pretrain_mdm`
 (routing.py). The recipe's `training` table sets what TrainConfig has no field for (the
 estimator, its segments N, p_prompt, random_masking, decoding steps, block, remasking,
@@ -36,19 +41,16 @@ import yaml
 from policylab import recipes, tasks
 from policylab.algebra.aggregate import global_normaliser
 from policylab.config import ConfigError, TrainConfig
+from policylab.engines.base import Sampling
+from policylab.engines.mdm import MDMEngine
 from policylab.models import build_tokenizer
-from policylab.policies.masked_lm import (
-    MaskedDiffusionLM,
-    MDMSampling,
-    decode,
-    is_mdm_folder,
-    left_pad,
-)
+from policylab.policies.masked_lm import MaskedDiffusionLM, MDMSampling, is_mdm_folder, left_pad
 from policylab.policies.mdm_logprob import MDMLogprobConfig, mdm_logprob, score_temperature
 from policylab.pretrain_mdm import encode
 from policylab.recipes.compose import components
 from policylab.rollouts import Rollouts
 from policylab.trainers.llm import TrainResult
+from policylab.trainers.mdm_schedule import Schedule, ScheduleRun, cat_columns
 from policylab.trainers.run import Run, lr_lambda, run_options
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,7 @@ class MDMRun:
     samples_per_prompt: int
     lr: float
     grad_clip: float
+    schedule: ScheduleRun | None = None  # Co-GRPO's π_φ (a table with `learn_schedule`)
 
 
 def is_mdm_run(cfg) -> bool:
@@ -127,6 +130,10 @@ def settings(cfg: TrainConfig) -> MDMRun:
             steps=sampling.steps,
             temperature=score_temperature(table["score_temperature"], sampling.temperature),
         )
+        schedule = None
+        if table.get("learn_schedule"):
+            at_sampling = table["score_temperature"] == "sampling"
+            schedule = ScheduleRun.from_table(table, at_sampling)
     except ValueError as err:
         raise ConfigError(f"algorithm {cfg.algo!r}: {err}") from None
     return MDMRun(
@@ -138,6 +145,7 @@ def settings(cfg: TrainConfig) -> MDMRun:
         cfg.samples_per_prompt,
         cfg.lr,
         cfg.grad_clip,
+        schedule,
     )
 
 
@@ -164,9 +172,16 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
     tokenizer = build_tokenizer()
     torch.manual_seed(cfg.seed)
     model = MaskedDiffusionLM.load(cfg.model)
+    sampling = run_cfg.sampling
+    engine = MDMEngine(
+        model, tokenizer, steps=sampling.steps, block=sampling.block, remasking=sampling.remasking
+    )
     reference = None
     if parts.loss.options.needs_reference:  # the initial model, frozen [code d1: adapters off]
         reference = copy.deepcopy(model).eval().requires_grad_(False)
+    schedule = None
+    if run_cfg.schedule is not None:  # Co-GRPO: π_φ at the hand schedule, its reference π_φ0
+        schedule = Schedule(run_cfg.schedule, sampling.steps, cfg.temperature, bool(reference))
     optimiser = torch.optim.AdamW(model.parameters(), lr=run_cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lr_lambda(cfg, cfg.steps * run_cfg.epochs)
@@ -202,8 +217,12 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         generator.set_state(state["generator"])
         rng.setstate(state["rng"])
         step, evals = state["step"], state["evals"]
+        if schedule is not None:
+            schedule.load(state["schedule"])
     if step == 0:
-        evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, 0, spent(0)))
+        evals.append(
+            held_out(engine, tokenizer, task, heldout, run_cfg, run, 0, spent(0), schedule)
+        )
 
     def spent_all(at: int) -> bool:  # the arena's sample budget (max_samples), if set
         return bool(cfg.max_samples) and at * rows_per_step >= cfg.max_samples  # 0: no cap
@@ -213,45 +232,57 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
         t0 = time.perf_counter()
         # 1. rollouts: G decoded completions per prompt, scored by the task's verifier
         examples = [pool[rng.randrange(len(pool))] for _ in range(cfg.prompts_per_step)]
-        batch = rollout(model, tokenizer, task, examples, run_cfg, generator)
+        batch = rollout(engine, tokenizer, task, examples, run_cfg, generator, schedule)
+        tau = schedule.token_temperature(batch) if schedule else None  # τ_s per token
         t1 = time.perf_counter()
         # 2. advantages (grpo, scale none: A = R − mean_g R)
         estimate = parts.advantage.estimate(batch)
         advantages = estimate.advantages
         # 3. μ mask seeds; old and reference log-probs under each, before any update
         seeds = mask_seeds(run_cfg, generator)
-        old = [score(model, batch, run_cfg, s, no_grad=True)[0] for s in seeds]
+        old = [score(model, batch, run_cfg, s, no_grad=True, temperature=tau)[0] for s in seeds]
         ref = (
-            [score(reference, batch, run_cfg, s, no_grad=True)[0] for s in seeds]
+            [score(reference, batch, run_cfg, s, no_grad=True, temperature=tau)[0] for s in seeds]
             if reference
             else None
         )
+        old_phi, ref_phi = schedule.old(batch) if schedule else (None, None)
         t2 = time.perf_counter()
         # 4. learn: iteration j scores with seed j, one minibatch of every row
         mask = batch.response_mask
-        normaliser = global_normaliser(mask, parts.loss.options.loss_agg_mode)
+        update_theta, update_phi = schedule.steps_now(step) if schedule else (True, True)
         history = []
         for j, seed in enumerate(seeds):
-            logp, passes = score(model, batch, run_cfg, seed)
+            logp, passes = score(model, batch, run_cfg, seed, temperature=tau)
+            old_j, ref_j = old[j], None if ref is None else ref[j]
+            adv_j, mask_j = advantages, mask
+            if schedule:  # Co-GRPO's row: L token columns, then S schedule columns (G0.2)
+                logp, mask_j, adv_j = schedule.row(logp, batch, advantages, mask)
+                old_j, ref_j = cat_columns(old_j, old_phi), cat_columns(ref_j, ref_phi)
             loss, m = parts.loss(
                 logprobs=logp,
-                old_logprobs=old[j],
-                advantages=advantages,
-                response_mask=mask,
-                ref_logprobs=None if ref is None else ref[j],
+                old_logprobs=old_j,
+                advantages=adv_j,
+                response_mask=mask_j,
+                ref_logprobs=ref_j,
                 rollouts=batch,
-                normaliser=normaliser,
+                normaliser=global_normaliser(mask_j, parts.loss.options.loss_agg_mode),
             )
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             norm = torch.nn.utils.clip_grad_norm_(model.parameters(), run_cfg.grad_clip or 1e9)
-            optimiser.step()
+            if update_theta:
+                optimiser.step()
             scheduler.step()
+            if schedule:
+                schedule.update(run_cfg.grad_clip, update_phi)
             history.append({**m, "loss": float(loss.detach()), "grad_norm": float(norm)})
         t3 = time.perf_counter()
         # 5. metrics, evaluation, checkpoint
         metrics = {k: sum(h[k] for h in history) / len(history) for k in history[0]}
         metrics.update(estimate.metrics)
+        if schedule:
+            metrics.update(schedule.metrics())
         metrics.update(
             {
                 "reward/mean": float(batch.rewards.mean()),
@@ -265,11 +296,15 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
             }
         )
         if step % GAP_EVERY == 0 or step == 1:
-            metrics["estimator/gap"] = estimator_gap(model, batch, run_cfg, seeds[0])
+            metrics["estimator/gap"] = estimator_gap(model, batch, run_cfg, seeds[0], tau)
         run.log(step, metrics)
         last = step == cfg.steps or run.stopping or spent_all(step)
         if last or (cfg.eval_every and step % cfg.eval_every == 0):
-            evals.append(held_out(model, tokenizer, task, heldout, run_cfg, run, step, spent(step)))
+            evals.append(
+                held_out(
+                    engine, tokenizer, task, heldout, run_cfg, run, step, spent(step), schedule
+                )
+            )
         if last or (cfg.save_every and step % cfg.save_every == 0):
             state = {
                 "step": step,
@@ -280,8 +315,12 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks=()) -> TrainResul
                 "rng": rng.getstate(),
                 "evals": evals,
             }
+            if schedule:
+                state["schedule"] = schedule.state()
             run.save_checkpoint(step, state)
     model.save(run.dir / "model", {"algo": cfg.algo, "task": cfg.task, "steps": step})
+    if schedule:
+        torch.save(schedule.policy.state_dict(), run.dir / "model" / "schedule.pt")
     run.close()
     return TrainResult(str(run.dir), evals[0], evals[-1], step, time.perf_counter() - started)
 
@@ -305,27 +344,41 @@ def check_same_start(run_dir, digest: str, model: str) -> None:
         )
 
 
-def rollout(model, tokenizer, task, examples, run_cfg: MDMRun, generator) -> Rollouts:
-    """G completions per example, decoded by G1.2, scored by the task's verifier: rows
-    with `segment_ids` = reveal and extras prompt_ids [B, P] (left-padded) and reveal."""
+def rollout(
+    engine: MDMEngine, tokenizer, task, examples, run_cfg: MDMRun, generator, schedule=None
+) -> Rollouts:
+    """G completions per example, decoded by G1.2 (`MDMEngine.generate`), scored by the
+    task's verifier: rows with `segment_ids` = reveal and extras prompt_ids [B, P]
+    (left-padded), reveal and, with a Co-GRPO schedule, schedule_actions [B, S, 2]."""
     n = run_cfg.samples_per_prompt
+    model = engine.model
     prompts, _ = encode(tokenizer, examples, run_cfg.sampling.length, model.eos_id)
-    rows = [p for p in prompts for _ in range(n)]
-    out = model.generate(rows, run_cfg.sampling, generator)
-    texts = decode(tokenizer, out.response_ids, model.eos_id)
+    policy = schedule.policy if schedule else None
+    out = engine.generate(prompts, n, engine_sampling(run_cfg.sampling), generator, policy)
     columns = {c: [e[c] for e in examples for _ in range(n)] for c in task.columns}
     row_prompts = [e["prompt"] for e in examples for _ in range(n)]
-    rewards = torch.tensor(task.reward(row_prompts, texts, **columns), dtype=torch.float32)
-    padded = left_pad(rows, model.pad_id)
+    rewards = torch.tensor(task.reward(row_prompts, out.texts, **columns), dtype=torch.float32)
+    padded = left_pad([p for p in prompts for _ in range(n)], model.pad_id)
     return Rollouts(
         rewards=rewards,
         response_mask=out.response_mask,
-        group_ids=torch.arange(len(examples)).repeat_interleave(n),
+        group_ids=out.prompt_index,
         response_ids=out.response_ids,
         segment_ids=out.reveal,
         truncated=torch.tensor([r == "length" for r in out.finish_reason]),
-        extras={"prompt_ids": padded, "reveal": out.reveal, "texts": texts},
+        extras={
+            "prompt_ids": padded,
+            "reveal": out.reveal,
+            "texts": out.texts,
+            **({} if policy is None else {"schedule_actions": out.schedule_actions}),
+        },
     )
+
+
+def engine_sampling(sampling: MDMSampling, temperature: float | None = None) -> Sampling:
+    """The engine's request for `sampling`'s canvas at τ_s (or `temperature`)."""
+    tau = sampling.temperature if temperature is None else temperature
+    return Sampling(temperature=tau, max_new_tokens=sampling.length)
 
 
 def mask_seeds(run_cfg: MDMRun, generator: torch.Generator) -> list[int]:
@@ -336,10 +389,18 @@ def mask_seeds(run_cfg: MDMRun, generator: torch.Generator) -> list[int]:
 
 
 def score(
-    model, batch: Rollouts, run_cfg: MDMRun, seed: int, *, no_grad: bool = False, estimator=None
+    model,
+    batch: Rollouts,
+    run_cfg: MDMRun,
+    seed: int,
+    *,
+    no_grad: bool = False,
+    estimator=None,
+    temperature=None,
 ):
     """(logp [B, L], passes) of the batch's completions by `estimator` (the run's by
-    default), with the prompt mask drawn from `seed` (equal seeds, equal masks)."""
+    default), with the prompt mask drawn from `seed` (equal seeds, equal masks);
+    `temperature` [B, L]: a τ per token (Co-GRPO's step τ_s), else the run's."""
     fn = mdm_logprob.entry(estimator or run_cfg.estimator).fn
     with torch.set_grad_enabled(not no_grad):
         return fn(
@@ -349,13 +410,14 @@ def score(
             batch.extras["reveal"],
             run_cfg.logprob,
             generator=torch.Generator().manual_seed(int(seed)),
+            **({} if temperature is None else {"temperature": temperature}),
         )
 
 
-def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
+def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int, tau=None) -> float:
     """Mean |one_step − exact_steps| per completion token on the batch (same mask seed)."""
     values = [
-        score(model, batch, run_cfg, seed, no_grad=True, estimator=name)[0]
+        score(model, batch, run_cfg, seed, no_grad=True, estimator=name, temperature=tau)[0]
         for name in ("one_step", "exact_steps")
     ]
     mask = batch.response_mask.bool()
@@ -363,24 +425,27 @@ def estimator_gap(model, batch: Rollouts, run_cfg: MDMRun, seed: int) -> float:
 
 
 def held_out(
-    model, tokenizer, task, examples, run_cfg: MDMRun, run: Run, step: int, spent: dict
+    engine: MDMEngine,
+    tokenizer,
+    task,
+    examples,
+    run_cfg: MDMRun,
+    run: Run,
+    step: int,
+    spent: dict,
+    schedule=None,
 ) -> dict:
     """Held-out greedy accuracy (full reward) and reward (τ_s = 0), and the sampled
     reward at τ_s, as evaluate.py names them; logged with `spent` (budget/samples,
     time/elapsed_s: the arena's x axis and run time)."""
     scores = {}
+    prompts, _ = encode(tokenizer, examples, run_cfg.sampling.length, engine.model.eos_id)
     for name, temperature in (("greedy", 0.0), ("sampled", None)):
-        sampling = run_cfg.sampling
-        if temperature is not None:
-            sampling = MDMSampling(
-                sampling.length, sampling.steps, sampling.block, temperature, sampling.remasking
-            )
-        prompts, _ = encode(tokenizer, examples, sampling.length, model.eos_id)
-        generator = torch.Generator().manual_seed(step)
-        out = model.generate(prompts, sampling, generator)
-        texts = decode(tokenizer, out.response_ids, model.eos_id)
+        request = engine_sampling(run_cfg.sampling, temperature)
+        policy = schedule.policy if schedule else None  # greedy: its mean schedule
+        out = engine.generate(prompts, 1, request, torch.Generator().manual_seed(step), policy)
         columns = {c: [e[c] for e in examples] for c in task.columns}
-        rewards = task.reward([e["prompt"] for e in examples], texts, **columns)
+        rewards = task.reward([e["prompt"] for e in examples], out.texts, **columns)
         if name == "greedy":
             scores["eval/greedy_accuracy"] = sum(r >= 1.0 for r in rewards) / len(rewards)
         scores[f"eval/{name}_reward"] = sum(rewards) / len(rewards)
