@@ -13,11 +13,12 @@ one row of Rollouts, its steps the token axis).
 | `sde_flow` (a) | x_{k+1} ~ N(x_k + Δτ·[v̂ + ½σ_k²·s_k], σ_k²Δτ) | [B, K], mean over D |
 | `ddpm_gaussian` (K′, s_min, z_clip) | sde_flow mean, std ≥ s_min, z clipped | last K′, [−5, 2] |
 
-FPO's `FlowPolicy` (policies/flow.py) is left as it is: it owns a critic, observation
-normalisation and an RNG order that FPO's golden runs pin; this class uses the same
-velocity MLP layout ([c, x, time_embedding(τ)] → SiLU layers → head at gain 0.01), so
-FlowPolicy's weights load into it and give the same samples and CFM losses
-(tests/policies/test_diffusion.py)."""
+FPO's `FlowPolicy` (policies/flow.py) is a thin subclass (G0.3, test A5): the observation
+is the condition c, and it adds a critic, observation normalisation and FPO's Monte-Carlo
+CFM surrogate. What FPO's seeded runs pin is kept here: the layer order of the velocity
+MLP ([c, x, time_embedding(τ)] → SiLU layers → head), built before anything else draws
+from the global RNG, and the grid τ_k = k·(1/K) rounded from double precision (FPO's
+Euler loop; in float32 it equals k/K for every K ≤ 1,000)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,16 @@ from policylab.algebra.generative import (
     gaussian_step_logprob,
     sde_flow_step,
 )
-from policylab.policies.flow import time_embedding
 from policylab.policies.mlp import _layer
 from policylab.registry import Registry
+
+
+def time_embedding(tau: torch.Tensor) -> torch.Tensor:
+    """[..., 1] → [..., 9]: τ and cos/sin(2^k·τ), k = 0..3 (the playground's 8-dim
+    embedding [code fpo:playground embed_timestep], plus τ itself — our choice)."""
+    freqs = 2.0 ** torch.arange(4, dtype=tau.dtype)
+    angles = tau * freqs
+    return torch.cat([tau, torch.cos(angles), torch.sin(angles)], dim=-1)
 
 
 @dataclass
@@ -122,8 +130,9 @@ class DiffusionPolicy(nn.Module):
 
     # ---- sampling ---------------------------------------------------------------------------
     def grid(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """τ_k = k/K, k = 0..K−1 (the start of each step)."""
-        return torch.arange(self.steps, dtype=dtype) / self.steps
+        """τ_k = k·Δτ, k = 0..K−1 (the start of each step), each product rounded from double
+        precision as FPO's Euler loop always did (k/K itself can differ in the last bit)."""
+        return (torch.arange(self.steps, dtype=torch.float64) * (1.0 / self.steps)).to(dtype)
 
     def sample(
         self,
