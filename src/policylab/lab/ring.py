@@ -19,6 +19,7 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -36,32 +37,50 @@ EVAL_SEED_OFFSET = 1_000_003
 
 
 def cache_dir() -> Path:
+    """Where base models are cached (policylab/base_models.py): `$POLICYLAB_CACHE`, default
+    ~/.cache/policylab."""
     return Path(os.environ.get("POLICYLAB_CACHE", Path.home() / ".cache" / "policylab"))
 
 
 def pretrain_ring_flow(
-    seed: int, steps: int = 3000, batch: int = 256, lr: float = 1e-3
+    seed: int,
+    steps: int = 3000,
+    batch: int = 256,
+    lr: float = 1e-3,
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> DiffusionPolicy:
-    """CFM pre-training on the ring mixture (G0.7): τ ~ U[0, 1], ε ~ N(0, I), Adam."""
+    """CFM pre-training on the ring mixture (G0.7): τ ~ U[0, 1], ε ~ N(0, I), Adam;
+    `progress(done, steps)` every 50 steps and at the end."""
     with torch.random.fork_rng(devices=[]):  # the net's initialisation, no global effect
         torch.manual_seed(seed)
         policy = DiffusionPolicy(2, hidden=HIDDEN, steps=STEPS)
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(policy.trainable(), lr=lr)
-    for _ in range(steps):
+    for step in range(steps):
         x = ring_sample(batch, g)
         tau, eps = torch.rand(batch, 1, generator=g), torch.randn(batch, 2, generator=g)
         loss = policy.cfm_loss(x, tau, eps)[0].mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if progress is not None and ((step + 1) % 50 == 0 or step + 1 == steps):
+            progress(step + 1, steps)
     return policy
 
 
-def base_ring_flow(seed: int = 0, steps: int = 3000) -> DiffusionPolicy:
-    """The cached base model of `base_seed`, built on first use; its reference frozen."""
+def ring_flow_path(seed: int = 0, steps: int = 3000) -> Path:
+    """The cache file of the base model of (seed, steps), its settings' checksum in the name."""
     key = hashlib.sha256(f"ring-flow|{HIDDEN}|{STEPS}|{seed}|{steps}|256|1e-3".encode())
-    path = cache_dir() / f"ring_flow_{seed}_{steps}_{key.hexdigest()[:12]}.pt"
+    return cache_dir() / f"ring_flow_{seed}_{steps}_{key.hexdigest()[:12]}.pt"
+
+
+def base_ring_flow(
+    seed: int = 0, steps: int = 3000, *, progress: Callable[[int, int], None] | None = None
+) -> DiffusionPolicy:
+    """The cached base model of `base_seed`, built on first use (`policylab pretrain
+    ring_flow`, policylab/base_models.py); its reference frozen."""
+    path = ring_flow_path(seed, steps)
     policy = DiffusionPolicy(2, hidden=HIDDEN, steps=STEPS)
     if path.is_file():
         try:
@@ -71,7 +90,7 @@ def base_ring_flow(seed: int = 0, steps: int = 3000) -> DiffusionPolicy:
         except Exception as err:  # noqa: BLE001  (a torn or foreign file: torch raises many kinds)
             log.warning("the cached ring flow %s is unreadable (%s): rebuilding it", path, err)
     started = time.perf_counter()
-    policy = pretrain_ring_flow(seed, steps)
+    policy = pretrain_ring_flow(seed, steps, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save(policy.velocity_net.state_dict(), tmp)
