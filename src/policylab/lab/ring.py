@@ -118,8 +118,10 @@ def ring(
     same model, so methods compare paired [ours]), base_steps (3,000 CFM steps [G0.7]),
     eval_samples (2,000 fixed-noise ODE samples per evaluation [ours])."""
     for name, value in (("base_steps", base_steps), ("eval_samples", eval_samples)):
-        if not isinstance(value, int) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"lab/ring knob {name} = {value!r}; must be an integer >= 1")
+    if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
+        raise ValueError(f"lab/ring knob base_seed = {base_seed!r}; must be an integer >= 0")
     base = base_ring_flow(base_seed, base_steps)
     noise = torch.randn(
         eval_samples, 2, generator=torch.Generator().manual_seed(seed + EVAL_SEED_OFFSET)
