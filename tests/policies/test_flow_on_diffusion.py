@@ -168,3 +168,20 @@ def test_a5_an_fpo_row_has_exactly_unit_ratio():
 def test_bad_settings_are_named(kw, message):
     with pytest.raises(ValueError, match=message):
         FlowPolicy(3, 2, **kw)
+
+
+def test_rollouts_check_the_generated_sample_extras_by_name():
+    """G0.2: chain [B, K+1, D], x_noise [B, D], tau_draws [B, N, 1], eps_draws [B, N, D]."""
+    ones = dict(rewards=torch.zeros(3), response_mask=torch.ones(3, 4))
+    chain, x0 = torch.zeros(3, 5, 2), torch.zeros(3, 2)
+    Rollouts(**ones, extras={"chain": chain, "x_noise": x0, "reveal": torch.zeros(3, 4)})
+    with pytest.raises(ValueError, match=r"extras\['chain'\] has shape \[3, 5\]; expected \[B, K"):
+        Rollouts(**ones, extras={"chain": chain[:, :, 0]})
+    with pytest.raises(ValueError, match="disagree on the sample dimension D"):
+        Rollouts(**ones, extras={"chain": chain, "x_noise": torch.zeros(3, 3)})
+    with pytest.raises(ValueError, match="disagree on the number of draws N"):
+        Rollouts(
+            **ones, extras={"tau_draws": torch.zeros(3, 4, 1), "eps_draws": torch.zeros(3, 5, 2)}
+        )
+    rows = Rollouts(**ones, extras={"chain": chain, "x_noise": x0}).select([0, 2])
+    assert rows.extras["chain"].shape == (2, 5, 2)
