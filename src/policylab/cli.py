@@ -330,6 +330,48 @@ def _report(console: Console, args: argparse.Namespace) -> int:
     return _print_arena(console, report(args.arena_dir))
 
 
+def _pretrain(console: Console, args: argparse.Namespace) -> int:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    from policylab.base_models import base_models, pretrain, resolve
+    from policylab.config import parse_overrides
+
+    if args.list:
+        table = Table(title="base models (policylab pretrain NAME key=value)")
+        for column in ("name", "what", "knobs (default, source)"):
+            table.add_column(column)
+        for name in base_models:
+            model = base_models.get(name)
+            knobs = "; ".join(f"{k}={v!r} {src}" for k, (v, src) in model.knobs.items())
+            table.add_row(name, model.title, escape(knobs))
+        console.print(table)
+        return 0
+    if not args.name:
+        raise ValueError(f"pretrain: name a base model; choices: {', '.join(base_models)}")
+    knobs = parse_overrides(args.knobs)
+    seed = knobs.pop("seed", 0)
+    resolve(args.name, seed, knobs)  # a bad name, seed or knob fails before the bar opens
+    columns = (TextColumn(f"pretrain {args.name}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TextColumn("steps"), TimeRemainingColumn(), console=console) as bar:
+        task = bar.add_task("pretrain", total=None)
+        built = pretrain(
+            args.name,
+            seed,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+            **knobs,
+        )
+    state = "built" if built.built else "found in the cache"
+    console.print(f"{args.name} {state}: {built.path}\n{escape(built.description)}")
+    console.print(f"sha256 {built.sha256}")
+    return 0
+
+
 def _claims(console: Console, args: argparse.Namespace) -> int:
 
     from policylab.arena.claim_list import ARENAS, CLAIMS, RECORDED
@@ -615,6 +657,15 @@ def main(argv: list[str] | None = None) -> int:
         "on the cluster at ADDRESS (auto, ray://head:10001); same folders and report",
     )
     ar.add_argument("overrides", nargs="*", help="key=value fields for every run")
+    pre = sub.add_parser(
+        "pretrain",
+        help="build a base model once and cache it (ring_flow, tiny_mdm, …; --list)",
+        description="Builds the registered base model NAME (policylab/base_models.py), or "
+        "finds it in $POLICYLAB_CACHE (default ~/.cache/policylab), and prints its path.",
+    )
+    pre.add_argument("name", nargs="?", help="a registered base model (--list shows them)")
+    pre.add_argument("knobs", nargs="*", help="seed=N and the model's knobs as key=value")
+    pre.add_argument("--list", action="store_true", help="list the base models and their knobs")
     rep = sub.add_parser("report", help="(re)write an arena's results.md, curves.png, report.html")
     rep.add_argument("arena_dir")
     cl = sub.add_parser(
@@ -646,6 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         "arena": _arena,
         "report": _report,
         "claims": _claims,
+        "pretrain": _pretrain,
     }
     try:
         return commands[args.command](console, args)

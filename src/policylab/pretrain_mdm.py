@@ -17,6 +17,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -80,8 +81,9 @@ def heldout_accuracy(model, tokenizer, task, examples: list[dict], steps: int) -
     return sum(rewards) / len(rewards)
 
 
-def pretrain(cfg: PretrainMDMConfig) -> dict:
-    """Train, measure and save; returns the metadata written to policylab.json."""
+def pretrain(cfg: PretrainMDMConfig, *, on_step: Callable[[int, int], None] | None = None) -> dict:
+    """Train, measure and save; returns the metadata written to policylab.json.
+    `on_step(done, steps)` after each step (`policylab pretrain tiny_mdm`'s progress)."""
     from policylab import tasks
     from policylab.models import build_tokenizer
     from policylab.trainers.sft import checksums
@@ -119,6 +121,8 @@ def pretrain(cfg: PretrainMDMConfig) -> dict:
         schedule.step()
         loss_value = loss.item()
         first_loss = loss_value if step == 0 else first_loss
+        if on_step is not None:
+            on_step(step + 1, cfg.steps)
         if (step + 1) % 100 == 0:
             log.info(
                 "step %d/%d loss %.4f %.0f s",

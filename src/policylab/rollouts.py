@@ -23,6 +23,21 @@ _TOKEN_FIELDS = (
 )
 _ROW_FIELDS = ("agent_ids", "dones", "truncated")
 _INTEGER_FIELDS = ("response_ids", "group_ids", "segment_ids", "agent_ids")
+# generated samples (papers/seed_generative.md G0.2): extras name → expected shape
+_GENERATIVE_EXTRAS = {
+    "chain": "[B, K+1, D]",
+    "cond": "[B, C]",
+    "tau_draws": "[B, N, 1]",
+    "eps_draws": "[B, N, D]",
+    "x_noise": "[B, D]",
+    "reveal": "[B, L]",
+    "schedule_actions": "[B, S, A]",
+}
+_SHARED_SIZES = (  # (extra, extra, axis, what the axis is)
+    ("chain", "x_noise", -1, "the sample dimension D"),
+    ("chain", "eps_draws", -1, "the sample dimension D"),
+    ("tau_draws", "eps_draws", 1, "the number of draws N"),
+)
 _FLOAT_FIELDS = ("logprobs", "ref_logprobs", "values", "entropy", "token_rewards", "rewards")
 
 
@@ -138,6 +153,26 @@ class Rollouts:
         for key, column in self.extras.items():
             if len(column) != B:
                 raise ValueError(f"Rollouts.extras[{key!r}] has {len(column)} rows; expected B={B}")
+        self._check_generative_extras()
+
+    def _check_generative_extras(self) -> None:
+        """The per-row tensors of generated samples (papers/seed_generative.md G0.2), checked
+        by name: their number of dims, and the sizes two of them must share."""
+        shapes = {}
+        for key, pattern in _GENERATIVE_EXTRAS.items():
+            value = self.extras.get(key)
+            if isinstance(value, torch.Tensor):
+                if value.dim() != pattern.count(",") + 1:
+                    raise ValueError(
+                        f"Rollouts.extras[{key!r}] has shape {_shape(value)}; expected {pattern}"
+                    )
+                shapes[key] = tuple(value.shape)
+        for a, b, axis, name in _SHARED_SIZES:
+            if a in shapes and b in shapes and shapes[a][axis] != shapes[b][axis]:
+                raise ValueError(
+                    f"Rollouts.extras[{a!r}] {_shape(self.extras[a])} and [{b!r}] "
+                    f"{_shape(self.extras[b])} disagree on {name}"
+                )
 
     def _expect(self, name: str, shape: tuple[int, ...], pattern: str) -> None:
         value = getattr(self, name)

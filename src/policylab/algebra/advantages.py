@@ -63,11 +63,14 @@ class KLInRewardOptions:
 class GRPOOptions(KLInRewardOptions):
     scale: str = option("group", "divide centred rewards by the group std, the batch std, or none")
     eps: float = option(1e-6, "added to the std (outside the sqrt); verl's 1e-6")
+    bessel: bool = option(True, "Bessel-corrected std (verl, TRL); False: population std (DGPO)")
+    clip: float = option(0.0, "clip A to ±clip after the scaling; 0 = no clip (DGPO: 5)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("grpo", "scale", self.scale, ("group", "batch", "none"))
         check_range("grpo", "eps", self.eps, low=0.0)
+        check_range("grpo", "clip", self.clip, low=0.0)
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,11 @@ class GroupStats:
         return float(((self.std <= ZERO_STD) & self.valid).float().mean()) if len(self.std) else 0.0
 
 
-def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
-    """Mean, Bessel std and size of each row's group; NaN rewards are left out."""
+def group_stats(
+    rewards: torch.Tensor, group_ids: torch.Tensor, *, bessel: bool = True
+) -> GroupStats:
+    """Mean, std (Bessel-corrected, or the population std with bessel=False) and size of
+    each row's group; NaN rewards are left out."""
     rewards = at_least_float32(rewards.detach())
     valid = torch.isfinite(rewards)
     r = torch.where(valid, rewards, torch.zeros_like(rewards))
@@ -145,7 +151,7 @@ def group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> GroupStats:
     total = zeros.index_add(0, index, r)
     mean = total / size.clamp(min=1)
     dev2 = torch.where(valid, (r - mean[index]) ** 2, torch.zeros_like(r))
-    var = zeros.index_add(0, index, dev2) / (size - 1).clamp(min=1)
+    var = zeros.index_add(0, index, dev2) / ((size - 1) if bessel else size).clamp(min=1)
     std = torch.where(size > 1, var.sqrt(), torch.zeros_like(var))
     return GroupStats(mean[index], std[index], size[index], total[index], valid)
 
@@ -287,20 +293,24 @@ def grpo_advantages(rollouts: Rollouts, cfg: GRPOOptions) -> torch.Tensor:
 
     A[i,t] = m[i,t]·(R_i − R̄_g(i)) / (S + eps), S = σ_g(i) (scale="group"), the sample std
     of the raw rewards of the whole batch (scale="batch", LitePPO / TRL), or 1 with eps = 0
-    (scale="none", Dr. GRPO). σ is Bessel-corrected (verl, TRL); eps = 1e-6 (verl)."""
+    (scale="none", Dr. GRPO). σ is Bessel-corrected (verl, TRL); eps = 1e-6 (verl).
+    DGPO's variant (G2.1 of papers/seed_generative.md): bessel=False (population std),
+    eps = 1e-4, then A clipped to ±clip, clip = 5 (algebra/generative.dgpo_advantages)."""
     rewards = kl_penalised_rewards(rollouts, cfg, by="grpo")
-    stats = group_stats(rewards, rollouts.group_ids)
+    stats = group_stats(rewards, rollouts.group_ids, bessel=cfg.bessel)
     centred = torch.where(stats.valid, rewards - stats.mean, torch.zeros_like(stats.mean))
     if cfg.scale == "group":
         adv = centred / (stats.std + cfg.eps)
     elif cfg.scale == "batch":
         finite = rewards[stats.valid].to(centred.dtype)
-        batch_std = finite.std() if finite.numel() > 1 else finite.new_zeros(())
+        batch_std = finite.std(unbiased=cfg.bessel) if finite.numel() > 1 else finite.new_zeros(())
         adv = centred / (batch_std + cfg.eps) if batch_std > ZERO_STD else torch.zeros_like(centred)
     else:
         adv = centred
     signal = stats.valid & (stats.size > 1) & (stats.std > ZERO_STD)
     adv = torch.where(signal, adv, torch.zeros_like(adv))
+    if cfg.clip > 0:
+        adv = adv.clamp(-cfg.clip, cfg.clip)
     return broadcast_to_tokens(adv, rollouts.response_mask)
 
 

@@ -12,6 +12,9 @@ import math
 
 import torch
 
+from policylab.algebra.advantages import GRPOOptions, grpo_advantages
+from policylab.rollouts import Rollouts
+
 DPPO_LOGP_CLAMP = (-5.0, 2.0)  # [code dppo: model/diffusion/diffusion_ppo.py, clamp before ratio]
 
 
@@ -95,24 +98,14 @@ def dgpo_advantages(
     """DGPO's per-group advantage (G2.1, test G3): A_i = clip((R_i − mean_g R)/(std + eps),
     ±clip) with the *population* std of the group (scale="group") or of the batch ("batch")
     [code DGPO: flow_grpo/stat_tracking.py PerPromptStatTracker; base.py adv_clip_max = 5].
-    A group whose rewards are all equal gets A = 0 (the code's zero-std mask, applied —
-    ours, G2.2). rewards, group_ids: [B] → [B]."""
-    rewards = rewards.to(torch.float64) if not rewards.is_floating_point() else rewards
-    _, idx = torch.unique(group_ids, return_inverse=True)
-    n = int(idx.max()) + 1 if idx.numel() else 0
-    count = torch.zeros(n, dtype=rewards.dtype).index_add_(0, idx, torch.ones_like(rewards))
-    mean = torch.zeros(n, dtype=rewards.dtype).index_add_(0, idx, rewards) / count
-    centred = rewards - mean[idx]
-    var = torch.zeros(n, dtype=rewards.dtype).index_add_(0, idx, centred**2) / count
-    if scale == "group":
-        std = var.sqrt()[idx]
-    elif scale == "batch":
-        std = rewards.std(unbiased=False).expand_as(rewards)
-    else:
+    A group whose rewards are all equal (std ≤ 1e-8, the house rule) gets A = 0 (the code's
+    zero-std mask, applied — ours, G2.2). One home: this is the registered `grpo` with
+    bessel=False, eps and clip; rows are samples (T = 1). rewards, group_ids: [B] → [B]."""
+    if scale not in ("group", "batch"):
         raise ValueError(f"dgpo_advantages.scale = {scale!r}; choices: group, batch")
-    adv = (centred / (std + eps)).clamp(-clip, clip)
-    flat = var.sqrt()[idx] <= 1e-12
-    return torch.where(flat, torch.zeros_like(adv), adv)
+    rows = Rollouts(rewards=rewards, response_mask=torch.ones(len(rewards), 1), group_ids=group_ids)
+    options = GRPOOptions(scale=scale, eps=eps, bessel=False, clip=clip)
+    return grpo_advantages(rows, options)[:, 0]
 
 
 def dgpo_group_weights(

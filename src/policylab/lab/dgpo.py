@@ -149,20 +149,22 @@ def dgpo_step(problem, state, options: DGPOOptions, generator):
     adv = gen.dgpo_advantages(rewards, group_ids, clip=options.adv_clip)
     # 3. M noise levels from the noisy end, one shared ε per group per level
     order = torch.randperm(options.trunc + 1, generator=generator)[: options.timesteps]
+    ema_passes = bool(options.clip) or options.use_ema_ref  # ℓ_old or the EMA reference
     total, w_all, keep_all, drifts = 0.0, [], [], []
     for k in order.tolist():
         tau = torch.full((B, 1), k / policy.steps)
         eps = torch.randn(n_groups, task.dim, generator=generator).repeat_interleave(G, 0)
         ell, v, xt = policy.cfm_loss(x, tau, eps, cond)
-        with torch.no_grad():
+        with torch.no_grad():  # one pass of the frozen base and one of the EMA per level
             u = x - eps
-            ema_v = ema.velocity(xt, tau, cond)
-            ell_old = ((ema_v - u) ** 2).mean(-1)
-            ref_v = ema_v if options.use_ema_ref else policy.ref_velocity(xt, tau, cond)
+            base_v = policy.ref_velocity(xt, tau, cond)  # the drift's reference, and the DPO one
+            ema_v = ema.velocity(xt, tau, cond) if ema_passes else None
+            ell_old = ((ema_v - u) ** 2).mean(-1) if options.clip else None
+            ref_v = ema_v if options.use_ema_ref else base_v
             ell_ref = ((ref_v - u) ** 2).mean(-1)
         w = gen.dgpo_group_weights(adv, ell, ell_ref, group_ids, options.beta_dpo)
         keep = gen.dgpo_trust_region(adv, ell, ell_old, options.clip) if options.clip else None
-        drift = _drift(policy, xt, tau, v, cond)
+        drift = ((v - base_v) ** 2).mean(-1)  # _drift's formula on the pass made above
         loss = gen.dgpo_loss(adv, ell, w, keep) + options.beta_kl * drift.mean()
         total = total + loss / options.timesteps
         w_all.append(w)
@@ -184,7 +186,8 @@ def dgpo_step(problem, state, options: DGPOOptions, generator):
             "dgpo/w_mean": float(w.mean()),
             "dgpo/w_sat": float(((w < 0.01) | (w > 0.99)).double().mean()),
             "dgpo/detached": 1.0 - float(torch.cat(keep_all).double().mean()),
-            "cost/nfe": policy.steps + 3 * options.timesteps,
+            # per sample: K rollout steps, then per level θ, the frozen base and (when read) the EMA
+            "cost/nfe": policy.steps + (2 + ema_passes) * options.timesteps,
         }
     )
     return state, metrics
@@ -370,7 +373,9 @@ def fgrpo_step(problem, state, options: FlowGRPOOptions, generator):
             "loss": float(loss.detach()),
             "grad/norm": norm,
             "pg/clipfrac": pg["pg/clipfrac"],
-            "cost/nfe": 2 * policy.steps,
+            # per sample: K sampling steps, K chain re-evaluations per epoch (the drift
+            # metric's passes above are logging, not the method's cost)
+            "cost/nfe": (1 + options.epochs) * policy.steps,
         }
     )
     return state, metrics

@@ -15,6 +15,9 @@ shared ring metrics (G0.8)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import torch
 
 from policylab.lab import lab_tasks
@@ -29,32 +32,48 @@ EVAL_SEED_OFFSET = 1_000_003
 
 
 def pretrain_ring_flow(
-    seed: int, steps: int = 3000, batch: int = 256, lr: float = 1e-3
+    seed: int,
+    steps: int = 3000,
+    batch: int = 256,
+    lr: float = 1e-3,
+    *,
+    progress: Callable[[int, int], None] | None = None,
 ) -> DiffusionPolicy:
-    """CFM pre-training on the ring mixture (G0.7): τ ~ U[0, 1], ε ~ N(0, I), Adam."""
+    """CFM pre-training on the ring mixture (G0.7): τ ~ U[0, 1], ε ~ N(0, I), Adam;
+    `progress(done, steps)` every 50 steps and at the end."""
     with torch.random.fork_rng(devices=[]):  # the net's initialisation, no global effect
         torch.manual_seed(seed)
         policy = DiffusionPolicy(2, hidden=HIDDEN, steps=STEPS)
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(policy.trainable(), lr=lr)
-    for _ in range(steps):
+    for step in range(steps):
         x = ring_sample(batch, g)
         tau, eps = torch.rand(batch, 1, generator=g), torch.randn(batch, 2, generator=g)
         loss = policy.cfm_loss(x, tau, eps)[0].mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if progress is not None and ((step + 1) % 50 == 0 or step + 1 == steps):
+            progress(step + 1, steps)
     return policy
 
 
-def base_ring_flow(seed: int = 0, steps: int = 3000) -> DiffusionPolicy:
-    """The cached base model of `base_seed`, built on first use; its reference frozen."""
+def ring_flow_path(seed: int = 0, steps: int = 3000) -> Path:
+    """The cache file of the base model of (seed, steps), its settings' checksum in the name."""
+    return cache_file(
+        f"ring_flow_{seed}_{steps}", f"ring-flow|{HIDDEN}|{STEPS}|{seed}|{steps}|256|1e-3"
+    )
+
+
+def base_ring_flow(
+    seed: int = 0, steps: int = 3000, *, progress: Callable[[int, int], None] | None = None
+) -> DiffusionPolicy:
+    """The cached base model of `base_seed`, built on first use (`policylab pretrain
+    ring_flow`, policylab/base_models.py); its reference frozen."""
     policy = load_or_build(
-        cache_file(
-            f"ring_flow_{seed}_{steps}", f"ring-flow|{HIDDEN}|{STEPS}|{seed}|{steps}|256|1e-3"
-        ),
+        ring_flow_path(seed, steps),
         lambda: DiffusionPolicy(2, hidden=HIDDEN, steps=STEPS),
-        lambda: pretrain_ring_flow(seed, steps),
+        lambda: pretrain_ring_flow(seed, steps, progress=progress),
         part=lambda p: p.velocity_net,
         what="ring flow",
     )
@@ -80,8 +99,10 @@ def ring(
     same model, so methods compare paired [ours]), base_steps (3,000 CFM steps [G0.7]),
     eval_samples (2,000 fixed-noise ODE samples per evaluation [ours])."""
     for name, value in (("base_steps", base_steps), ("eval_samples", eval_samples)):
-        if not isinstance(value, int) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"lab/ring knob {name} = {value!r}; must be an integer >= 1")
+    if not isinstance(base_seed, int) or isinstance(base_seed, bool) or base_seed < 0:
+        raise ValueError(f"lab/ring knob base_seed = {base_seed!r}; must be an integer >= 0")
     base = base_ring_flow(base_seed, base_steps)
     noise = torch.randn(
         eval_samples, 2, generator=torch.Generator().manual_seed(seed + EVAL_SEED_OFFSET)

@@ -13,11 +13,12 @@ one row of Rollouts, its steps the token axis).
 | `sde_flow` (a) | x_{k+1} ~ N(x_k + Δτ·[v̂ + ½σ_k²·s_k], σ_k²Δτ) | [B, K], mean over D |
 | `ddpm_gaussian` (K′, s_min, z_clip) | sde_flow mean, std ≥ s_min, z clipped | last K′, [−5, 2] |
 
-FPO's `FlowPolicy` (policies/flow.py) is left as it is: it owns a critic, observation
-normalisation and an RNG order that FPO's golden runs pin; this class uses the same
-velocity MLP layout ([c, x, time_embedding(τ)] → SiLU layers → head at gain 0.01), so
-FlowPolicy's weights load into it and give the same samples and CFM losses
-(tests/policies/test_diffusion.py)."""
+FPO's `FlowPolicy` (policies/flow.py) is a thin subclass (G0.3, test A5): the observation
+is the condition c, and it adds a critic, observation normalisation and FPO's Monte-Carlo
+CFM surrogate. What FPO's seeded runs pin is kept here: the layer order of the velocity
+MLP ([c, x, time_embedding(τ)] → SiLU layers → head), built before anything else draws
+from the global RNG, and the grid τ_k = k·(1/K) rounded from double precision (FPO's
+Euler loop; in float32 it equals k/K for every K ≤ 1,000)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,33 @@ from policylab.algebra.generative import (
     gaussian_step_logprob,
     sde_flow_step,
 )
-from policylab.policies.flow import time_embedding
 from policylab.policies.mlp import _layer
 from policylab.registry import Registry
+
+
+def time_embedding(tau: torch.Tensor) -> torch.Tensor:
+    """[..., 1] → [..., 9]: τ and cos/sin(2^k·τ), k = 0..3 (the playground's 8-dim
+    embedding [code fpo:playground embed_timestep], plus τ itself — our choice)."""
+    freqs = 2.0 ** torch.arange(4, dtype=tau.dtype)
+    angles = tau * freqs
+    return torch.cat([tau, torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+def check_number(owner: str, name: str, value, *, low: float, low_open: bool = False) -> None:
+    """A finite number above `low` (strictly when low_open): NaN, ±inf, bools and
+    non-numbers are refused with the option's name, before any work."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = ok and math.isfinite(value) and (value > low if low_open else value >= low)
+    if not ok:
+        need = f"{'>' if low_open else '>='} {low}"
+        raise ValueError(f"{owner}: {name} = {value!r}; accepted: a finite number {need}")
+
+
+def _check_int(owner: str, name: str, value, low: int, high: int | None = None) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    if not ok or (high is not None and value > high):
+        span = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
+        raise ValueError(f"{owner}: {name} = {value!r}; accepted: {span}")
 
 
 @dataclass
@@ -66,8 +91,12 @@ class DiffusionPolicy(nn.Module):
         head_gain: float = 0.01,
     ) -> None:
         super().__init__()
-        if dim < 1 or steps < 1:
-            raise ValueError(f"DiffusionPolicy: dim = {dim}, steps = {steps}; both must be >= 1")
+        _check_int("DiffusionPolicy", "dim", dim, 1)
+        _check_int("DiffusionPolicy", "steps", steps, 1)
+        _check_int("DiffusionPolicy", "cond_dim", cond_dim, 0)
+        for width in hidden:
+            _check_int("DiffusionPolicy", "hidden width", width, 1)
+        check_number("DiffusionPolicy", "head_gain", head_gain, low=0.0)
         self.dim, self.cond_dim, self.steps = dim, cond_dim, steps
         layers: list[nn.Module] = []
         n_in = cond_dim + dim + 9
@@ -122,8 +151,9 @@ class DiffusionPolicy(nn.Module):
 
     # ---- sampling ---------------------------------------------------------------------------
     def grid(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """τ_k = k/K, k = 0..K−1 (the start of each step)."""
-        return torch.arange(self.steps, dtype=dtype) / self.steps
+        """τ_k = k·Δτ, k = 0..K−1 (the start of each step), each product rounded from double
+        precision as FPO's Euler loop always did (k/K itself can differ in the last bit)."""
+        return (torch.arange(self.steps, dtype=torch.float64) * (1.0 / self.steps)).to(dtype)
 
     def sample(
         self,
@@ -135,9 +165,22 @@ class DiffusionPolicy(nn.Module):
         x_noise: torch.Tensor | None = None,
         **settings,
     ) -> SamplerOutput:
-        """Draw `batch` samples with the registered `sampler` (its settings as keywords)."""
+        """Draw `batch` samples with the registered `sampler` (its settings as keywords).
+        x_noise [batch, D] and cond [batch, C] are checked against the network's sizes."""
+        _check_int("DiffusionPolicy.sample", "batch", batch, 1)
         if x_noise is None:
             x_noise = torch.randn((batch, self.dim), generator=generator)
+        if tuple(x_noise.shape) != (batch, self.dim):
+            raise ValueError(
+                f"DiffusionPolicy.sample: x_noise has shape {tuple(x_noise.shape)}; "
+                f"expected (batch, D) = ({batch}, {self.dim})"
+            )
+        got = None if cond is None else tuple(cond.shape)
+        if (self.cond_dim == 0 and cond is not None) or (
+            self.cond_dim > 0 and got != (batch, self.cond_dim)
+        ):
+            need = "None (an unconditional net)" if self.cond_dim == 0 else (batch, self.cond_dim)
+            raise ValueError(f"DiffusionPolicy.sample: cond has shape {got}; expected {need}")
         return diffusion_samplers.get(sampler)(self, x_noise, cond, generator=generator, **settings)
 
 
@@ -159,6 +202,7 @@ def ode_euler(policy: DiffusionPolicy, x_noise, cond, *, generator=None) -> Samp
 
 
 def _stochastic(policy, x_noise, cond, generator, a, std_min, z_clip, keep_from):
+    _check_int("diffusion sampler", "keep_from", keep_from, 0, policy.steps - 1)
     dt, taus = 1.0 / policy.steps, policy.grid(x_noise.dtype)
     chain, logps = [x_noise], []
     for k, tau in enumerate(taus):
@@ -185,10 +229,10 @@ def sde_flow(policy, x_noise, cond, *, generator=None, a: float = 0.7) -> Sample
     level a = 0.7 [code DGPO:config/base.py sample.noise_level, Flow-GRPO's default]; stores
     ℓp[i,k] = mean_d log N(x_{k+1}; μ_θ, σ_k²Δτ) for every step. a = 0 is the Euler ODE:
     its steps have no density, so it is refused here (use `ode_euler`)."""
-    if not a > 0:
+    if not (isinstance(a, (int, float)) and a > 0 and math.isfinite(a)):
         raise ValueError(
-            f"sde_flow: noise level a = {a!r}; accepted: a > 0 (a = 0 is deterministic, "
-            "with no step density: use the ode_euler sampler)"
+            f"sde_flow: noise level a = {a!r}; accepted: a > 0, finite (a = 0 is "
+            "deterministic, with no step density: use the ode_euler sampler)"
         )
     chain, logps, taus = _stochastic(policy, x_noise, cond, generator, a, 0.0, None, 0)
     return SamplerOutput(chain[:, -1], chain, x_noise, taus, logps, {"a": a})
@@ -212,8 +256,17 @@ def ddpm_gaussian(
     stores the last K′ = fine_tuned steps (all by default) and their log-densities, mean
     over D, clamped to [−5, 2] [code dppo]. The flow-form mean is ours."""
     keep = policy.steps if fine_tuned is None else fine_tuned
-    if not 1 <= keep <= policy.steps:
+    if not (isinstance(keep, int) and not isinstance(keep, bool) and 1 <= keep <= policy.steps):
         raise ValueError(f"ddpm_gaussian.fine_tuned = {fine_tuned}; must be in 1..{policy.steps}")
+    check_number("ddpm_gaussian", "std_min", std_min, low=0.0)
+    check_number("ddpm_gaussian", "a", a, low=0.0)
+    if z_clip is not None:  # None: no clip (and no [−5, 2] clamp of the densities)
+        check_number("ddpm_gaussian", "z_clip", z_clip, low=0.0, low_open=True)
+    if a == 0 and std_min == 0:
+        raise ValueError(
+            "ddpm_gaussian: a = 0 with std_min = 0 gives steps of zero std, with no density; "
+            "accepted: a > 0 or std_min > 0"
+        )
     chain, logps, taus = _stochastic(
         policy, x_noise, cond, generator, a, std_min, z_clip, policy.steps - keep
     )
@@ -233,7 +286,18 @@ def chain_logprobs(
 ) -> torch.Tensor:
     """ℓp_θ[i,k] of a stored chain under the current weights (differentiable): the
     `likelihood` objective's logprobs for `sde_flow` / `ddpm_gaussian` rows (G0.2).
-    chain: [B, K′+1, D]; taus: [K′]. Returns [B, K′]."""
+    chain: [B, K′+1, D]; taus: [K′] in [0, 1). Returns [B, K′]."""
+    if chain.dim() != 3 or taus.dim() != 1 or chain.shape[1] != taus.shape[0] + 1:
+        raise ValueError(
+            f"chain_logprobs: chain {tuple(chain.shape)} and taus {tuple(taus.shape)}; "
+            "expected chain [B, K′+1, D] with taus [K′]"
+        )
+    if taus.numel() and (taus.min() < 0 or taus.max() >= 1):
+        raise ValueError("chain_logprobs: taus must lie in [0, 1) (the start of each step)")
+    check_number("chain_logprobs", "a", a, low=0.0)
+    check_number("chain_logprobs", "std_min", std_min, low=0.0)
+    if a == 0 and std_min == 0:
+        raise ValueError("chain_logprobs: a = 0 with std_min = 0 has no step density")
     dt, out = 1.0 / policy.steps, []
     for k, tau in enumerate(taus):
         x = chain[:, k]

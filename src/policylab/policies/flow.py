@@ -5,9 +5,11 @@ Time convention (§16.1): τ = 0 is pure noise, τ = 1 is the action. A velocity
 v̂_θ(x, τ, o) is integrated from x_0 ~ N(0, I) with K explicit Euler steps,
 x_{j+1} = x_j + (1/K)·v̂_θ(x_j, j/K, o), a = x_K (§16.2 "Sampling").
 
-The likelihood is intractable; FPO replaces log π(a|o) by −L̂_θ(a, o), the conditional
-flow-matching (CFM) loss averaged over N_mc (τ, ε) draws that are made once, at rollout
-time, and stored with the action (common random numbers, §16.4):
+The network and the Euler sampler are `DiffusionPolicy`'s (policies/diffusion.py, G0.3);
+this module adds what FPO needs on top. The likelihood is intractable; FPO replaces
+log π(a|o) by −L̂_θ(a, o), the conditional flow-matching (CFM) loss averaged over N_mc
+(τ, ε) draws that are made once, at rollout time, and stored with the action (common
+random numbers, §16.4):
 
     x^τ = τ·a + (1 − τ)·ε,  u = a − ε
     ℓ_θ[i,k] = scale · w(τ_k) · reduce_d (v̂_θ(x^{τ_k}_i, τ_k, o_i) − u_{i,k})²
@@ -26,10 +28,10 @@ import math
 from typing import Any
 
 import torch
-from torch import nn
 
 from policylab.policies.base import Evaluation, Sample
-from policylab.policies.mlp import ActorCritic, RunningMeanStd, _layer, _mlp
+from policylab.policies.diffusion import DiffusionPolicy, diffusion_samplers
+from policylab.policies.mlp import ActorCritic, RunningMeanStd, _mlp
 from policylab.policies.spaces import mlp_input_dim
 
 CFM_REDUCE = ("mean", "sum")
@@ -61,20 +63,16 @@ def fpo_cfm_loss(
     return scale * per_draw
 
 
-def time_embedding(tau: torch.Tensor) -> torch.Tensor:
-    """[..., 1] → [..., 9]: τ and cos/sin(2^k·τ), k = 0..3 (the playground's 8-dim
-    embedding [code fpo:playground embed_timestep], plus τ itself — our choice)."""
-    freqs = 2.0 ** torch.arange(4, dtype=tau.dtype)
-    angles = tau * freqs
-    return torch.cat([tau, torch.cos(angles), torch.sin(angles)], dim=-1)
+class FlowPolicy(DiffusionPolicy):
+    """FPO's policy for a D-dimensional Box action: a `DiffusionPolicy` (policies/diffusion.py,
+    G0.3) whose condition c is the normalised observation o, plus a critic V(o), optional
+    observation normalisation and the Monte-Carlo CFM surrogate above.
 
-
-class FlowPolicy(nn.Module):
-    """Velocity network v̂_θ(x, τ, o) and critic V(o) for a D-dimensional Box action.
-
-    The velocity MLP reads [normalised o, x, time_embedding(τ)] through SiLU layers
-    (playground actor [code]); its head is initialised at gain 0.01, so the untrained
-    policy samples a ≈ x_0 ~ N(0, I), the exploration of a unit-std Gaussian policy."""
+    The velocity network, `velocity` and the Euler integrator (the `ode_euler` sampler) are
+    the base class's; its head is initialised at gain 0.01, so the untrained policy samples
+    a ≈ x_0 ~ N(0, I), the exploration of a unit-std Gaussian policy. `sample` here is the
+    policy protocol's (observations → a `Sample`); the base's sampler registry stays
+    reachable as `DiffusionPolicy.sample(policy, "sde_flow", B, cond=feats)`."""
 
     discrete = False
     log_std = None  # no Gaussian head; the trainer's std metric skips it
@@ -93,7 +91,6 @@ class FlowPolicy(nn.Module):
         cfm_scale: float = 1.0,
         tau_sampling: str = "grid",
     ) -> None:
-        super().__init__()
         for name, value, choices in (
             ("cfm_reduce", cfm_reduce, CFM_REDUCE),
             ("cfm_weight", cfm_weight, CFM_WEIGHT),
@@ -101,24 +98,27 @@ class FlowPolicy(nn.Module):
         ):
             if value not in choices:
                 raise ValueError(f"{name}={value!r}; expected one of {', '.join(choices)}")
-        self.action_dim, self.flow_steps, self.n_mc = action_dim, flow_steps, n_mc
+        for name, value in (("flow_steps", flow_steps), ("n_mc", n_mc)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"FlowPolicy {name} = {value!r}; accepted: an integer >= 1")
+        # the velocity net draws its initialisation first and the critic second: the order
+        # FPO's seeded runs pin (the normaliser draws nothing)
+        super().__init__(action_dim, cond_dim=obs_dim, hidden=hidden, steps=flow_steps)
+        self.n_mc = n_mc
         self.cfm_reduce, self.cfm_weight, self.cfm_scale = cfm_reduce, cfm_weight, cfm_scale
         self.tau_sampling = tau_sampling
         self.obs_norm = RunningMeanStd((obs_dim,)) if normalize_obs else None
-        layers: list[nn.Module] = []
-        n_in = obs_dim + action_dim + 9
-        for width in hidden:
-            layers += [_layer(n_in, width, math.sqrt(2)), nn.SiLU()]
-            n_in = width
-        layers.append(_layer(n_in, action_dim, 0.01))
-        self.velocity_net = nn.Sequential(*layers)
         self.critic = _mlp(obs_dim, hidden, 1, head_gain=1.0)
 
-    normalize = ActorCritic.normalize  # raw observations → the networks' input x
+    @property
+    def action_dim(self) -> int:
+        return self.dim
 
-    def velocity(self, x: torch.Tensor, tau: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
-        """v̂_θ(x, τ, o): x [..., D], τ [..., 1], normalised o [..., obs_dim] → [..., D]."""
-        return self.velocity_net(torch.cat([feats, x, time_embedding(tau)], dim=-1))
+    @property
+    def flow_steps(self) -> int:
+        return self.steps
+
+    normalize = ActorCritic.normalize  # raw observations → the networks' input x
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
         """V(s): input x = normalize(obs) [B, obs_dim] → [B]."""
@@ -132,20 +132,15 @@ class FlowPolicy(nn.Module):
         deterministic: bool = False,
         x0: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """K Euler steps from x_0 ~ N(0, I) (x_0 = 0, the noise's mode, when deterministic —
-        our choice for evaluation; or the given x0): [B, obs_dim] features → [B, D] actions."""
+        """The `ode_euler` sampler, K Euler steps x_{j+1} = x_j + (1/K)·v̂_θ(x_j, j/K, o), from
+        x_0 ~ N(0, I) (x_0 = 0, the noise's mode, when deterministic — our choice for
+        evaluation; or the given x0): [B, obs_dim] features → [B, D] actions."""
         shape = (feats.shape[0], self.action_dim)
-        if x0 is not None:
-            x = x0
-        elif deterministic:
-            x = torch.zeros(shape, dtype=feats.dtype)
-        else:
-            x = torch.randn(shape, generator=generator, dtype=feats.dtype)
-        dt = 1.0 / self.flow_steps
-        for j in range(self.flow_steps):
-            tau = torch.full((shape[0], 1), j * dt, dtype=feats.dtype)
-            x = x + dt * self.velocity(x, tau, feats)
-        return x
+        if x0 is None and deterministic:
+            x0 = torch.zeros(shape, dtype=feats.dtype)
+        elif x0 is None:
+            x0 = torch.randn(shape, generator=generator, dtype=feats.dtype)
+        return diffusion_samplers.get("ode_euler")(self, x0, feats).sample
 
     def draws(
         self, batch: int, generator: torch.Generator | None

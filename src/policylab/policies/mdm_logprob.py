@@ -27,6 +27,7 @@ built here (G1.4: a separate, later issue).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -61,10 +62,10 @@ class MDMLogprobConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"MDMLogprobConfig.{name} = {value!r}; accepted: an integer >= 1")
-        if not self.temperature > 0:
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
             raise ValueError(
-                f"MDMLogprobConfig.temperature = {self.temperature}; accepted: > 0 (RL with "
-                "τ_s = 0 is refused: greedy decoding has no likelihood ratio, G1.9)"
+                f"MDMLogprobConfig.temperature = {self.temperature}; accepted: finite and > 0 "
+                "(RL with τ_s = 0 is refused: greedy decoding has no likelihood ratio, G1.9)"
             )
 
 

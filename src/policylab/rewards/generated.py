@@ -92,6 +92,8 @@ def ring_centres(dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 def ring_sample(n: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """n points of the target mixture: a uniform mode plus N(0, 0.1²I) (G0.6)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"ring_sample: n = {n!r}; accepted: an integer >= 1")
     modes = torch.randint(RING_MODES, (n,), generator=generator)
     return ring_centres()[modes] + RING_DATA_STD * torch.randn(n, 2, generator=generator)
 
@@ -121,6 +123,10 @@ def ring_metrics(samples: torch.Tensor) -> dict[str, float]:
     """G0.8 on the ring: reward/mean, div/mode_entropy (nats over the 8 nearest-mode bins),
     div/good_mode_entropy (over modes 0–2, ln 3 at uniform), fid/on_manifold, good-mode
     fraction."""
+    if samples.dim() != 2 or samples.shape[1] != 2 or samples.shape[0] < 1:
+        raise ValueError(f"ring_metrics needs 2-D points [B >= 1, 2]; got {tuple(samples.shape)}")
+    if not torch.isfinite(samples).all():
+        raise ValueError("ring_metrics: the samples hold NaN or inf (a diverged generator?)")
     k, d = nearest_mode(samples)
     counts = torch.bincount(k, minlength=RING_MODES).double()
     p = counts / counts.sum()
