@@ -4,12 +4,20 @@ last digit. Record anew only when a change is meant to alter a number, and say w
 the commit:
 
     .venv/bin/python tests/golden_runs.py --write
+
+Float results depend on the CPU (torch picks its kernels by the instruction set and the
+processor), so the fixture holds one recording per machine kind, each with the platform it
+was made on; a run must equal one of them exactly. On a new kind of machine, first check
+out a commit whose numbers are trusted and add its recording:
+
+    .venv/bin/python tests/golden_runs.py --add
 """
 
 from __future__ import annotations
 
 import json
 import math
+import platform
 import sys
 from pathlib import Path
 
@@ -84,15 +92,40 @@ def same(a: float, b: float) -> bool:
     return a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
 
 
+def platform_label() -> dict[str, str]:
+    """What the float results depend on: torch's version, its CPU kernel level, the CPU."""
+    model = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [
+            ln.split(":", 1)[1].strip()
+            for ln in cpuinfo.read_text().splitlines()
+            if ln.startswith("model name")
+        ]
+        model = names[0] if names else model
+    return {
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": model,
+    }
+
+
+def recordings() -> list[dict]:
+    """[{"platform": {...}, "runs": {name: rows}}, ...] (one per machine kind)."""
+    return json.loads(FIXTURE.read_text())["recordings"]
+
+
 if __name__ == "__main__":
     import tempfile
 
-    if "--write" not in sys.argv:
+    if "--write" not in sys.argv and "--add" not in sys.argv:
         sys.exit(__doc__)
     recorded = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in RUNS:
             recorded[name] = run(name, Path(tmp) / name)
             print(name, len(recorded[name]), "rows")
+    entry = {"platform": platform_label(), "runs": recorded}
+    kept = recordings() if "--add" in sys.argv and FIXTURE.is_file() else []
     FIXTURE.parent.mkdir(exist_ok=True)
-    FIXTURE.write_text(json.dumps(recorded, indent=1) + "\n")
+    FIXTURE.write_text(json.dumps({"recordings": [*kept, entry]}, indent=1) + "\n")

@@ -26,7 +26,7 @@ from torch import nn
 
 from policylab.algebra.generative import DPPO_LOGP_CLAMP, gaussian_step_logprob
 from policylab.policies.base import Evaluation, Sample
-from policylab.policies.flow import time_embedding
+from policylab.policies.diffusion import time_embedding
 from policylab.policies.mlp import ActorCritic, RunningMeanStd, _layer, _mlp
 from policylab.policies.spaces import mlp_input_dim
 
