@@ -52,7 +52,7 @@ class ACFlowOptions:
     shaping: str = option("group", "R̃ standardised per group, over the batch, or none (R̃ = R)")
     beta: float = option(0.5, "β of w = f(β·A) (and of ORW's exp(β·R̃) in the warm-up)")
     alpha: float = option(1.0, "α of the W2 term mean_d (v̂_θ − v̂_ref)²")
-    clip: float = option(2.0, "advantage clip c_A (inf: no clip)")
+    clip: float = option(2.0, "advantage clip c_A (inf, 'inf' or null: no clip)")
     weight: str = option("exp", "f of w = f(β·A): exp, softplus or relu1 (= relu + 1)")
     warmup: int = option(30, "steps in which the actor uses ORW weights while the critic trains")
     critic_lr: float = option(1e-3, "Adam learning rate of the critic V_φ")
@@ -62,8 +62,11 @@ class ACFlowOptions:
 
     def __post_init__(self) -> None:
         name = "ac_flow_provisional"
-        if isinstance(self.clip, str) and self.clip.strip().lower() in ("inf", ".inf"):
-            self.clip = math.inf  # `clip=inf` on a command line reads as the string "inf"
+        # no clip: a config refuses a float inf, so `clip: inf` (read as a string) or null
+        if self.clip is None or (
+            isinstance(self.clip, str) and self.clip.strip().lower() in ("inf", ".inf")
+        ):
+            self.clip = math.inf
         check_range(name, "groups", self.groups, low=1)
         check_range(name, "group_size", self.group_size, low=1)
         check_choice(name, "shaping", self.shaping, SHAPINGS)
