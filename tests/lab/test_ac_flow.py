@@ -211,9 +211,7 @@ def test_a_conditional_task_gives_the_critic_its_condition():
     def reward(x, c):
         return -((x - c[:, :2]) ** 2).sum(-1)
 
-    task = GeneratorTask(
-        dim=2, reward=reward, batch_metrics=lambda x, c: {}, conditions=conditions
-    )
+    task = GeneratorTask(dim=2, reward=reward, batch_metrics=lambda x, c: {}, conditions=conditions)
     problem = Problem(
         mdp=base, value=lambda p: 0.0, optimum=1.0, initial_policy=base,
         extras={"generator": task},
