@@ -2,6 +2,8 @@
 (papers/seed_generative.md G3.2; Fan et al., arXiv:2510.18072, inferred → ac_flow_provisional).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/ac_flow_ring.py --seeds 10
+    # or score the finished runs of `policylab arena --task lab/ring --algos ... --out DIR`:
+    OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/ac_flow_ring.py --arena DIR
 
 Arms: `orw_cfm_w2` (code defaults), `ac_flow_provisional` (defaults: c_A = 2, warm-up 30
 steps), `...@clip=inf` (no advantage clip) and `...@warmup=0` (the critic weights the actor
@@ -22,12 +24,16 @@ import json
 import math
 import os
 import time
+from pathlib import Path
 
 import torch
+import yaml
 
 from policylab.arena.stats import mean_ci, paired_difference_ci
 from policylab.lab.catalogue import build, lab_methods
 from policylab.rewards.generated import ring_metrics
+from policylab.trainers.run import latest_checkpoint, read_metrics
+from policylab.trainers.run_safety import load_state
 
 ARMS = {
     "orw_cfm_w2": ("orw_cfm_w2", {}),
@@ -55,11 +61,40 @@ def run(arm: str, seed: int, budget: int, eval_every: int) -> dict:
         if step % eval_every == 0 or spent >= budget:
             curve.append((spent, problem.value(method.policy(problem, state))))
     seconds = time.perf_counter() - t0
+    late = sum(v for _, v in curve[-5:]) / len(curve[-5:])
+    final = heldout_metrics(method.policy(problem, state), seed)
+    return {"curve": curve, "late": late, "seconds": seconds, "final": final}
+
+
+def heldout_metrics(policy, seed: int) -> dict[str, float]:
     heldout = torch.randn(2000, 2, generator=torch.Generator().manual_seed(HELDOUT_SEED + seed))
     with torch.no_grad():
-        x = method.policy(problem, state).sample("ode_euler", 2000, x_noise=heldout).sample
-    late = sum(v for _, v in curve[-5:]) / len(curve[-5:])
-    return {"curve": curve, "late": late, "seconds": seconds, "final": ring_metrics(x)}
+        return ring_metrics(policy.sample("ode_euler", 2000, x_noise=heldout).sample)
+
+
+def from_arena(folder: Path) -> dict[str, dict[int, dict]]:
+    """The same records from an arena's finished runs (arena_done.json): the eval curve
+    from metrics.jsonl, the final policy restored from the last checkpoint."""
+    runs: dict[str, dict[int, dict]] = {}
+    for run_dir in sorted((folder / "runs").iterdir()):
+        if not (run_dir / "arena_done.json").is_file():
+            continue
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        label = cfg["algo"] + "".join(f"@{k}={v}" for k, v in cfg["options"].items())
+        method = lab_methods.get(cfg["algo"])
+        options = method.build_options(cfg["options"])
+        problem = build(cfg["task"], cfg["seed"], **cfg["knobs"])
+        saved = load_state(latest_checkpoint(run_dir) / "state.pt")["method"]
+        policy = method.policy(problem, method.restore(problem, options, saved))
+        curve = [(r["budget/spent"], r["oracle/value"]) for r in read_metrics(run_dir, kind="eval")]
+        done = json.loads((run_dir / "arena_done.json").read_text())
+        runs.setdefault(label, {})[cfg["seed"]] = {
+            "curve": curve,
+            "late": sum(v for _, v in curve[-5:]) / len(curve[-5:]),
+            "seconds": done["seconds"],
+            "final": heldout_metrics(policy, cfg["seed"]),
+        }
+    return runs
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -80,13 +115,22 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=10, help="method steps")
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--json", default=None, help="write the raw numbers here")
+    p.add_argument("--arena", default=None, help="score this arena folder's finished runs")
     args = p.parse_args()
     torch.set_num_threads(1)
-    arms = args.arms.split(",")
     started, load = time.perf_counter(), os.getloadavg()
-    runs = {
-        a: {s: run(a, s, args.budget, args.eval_every) for s in range(args.seeds)} for a in arms
-    }
+    if args.arena:
+        runs = from_arena(Path(args.arena))
+        common = set.intersection(*(set(r) for r in runs.values()))  # seeds every arm finished
+        runs = {a: {s: r for s, r in rs.items() if s in common} for a, rs in runs.items()}
+        arms = sorted(runs, key=lambda a: (a != "orw_cfm_w2", a))
+        args.seeds = len(common)
+        print(f"arena {args.arena}: seeds {sorted(common)}")
+    else:
+        arms = args.arms.split(",")
+        runs = {
+            a: {s: run(a, s, args.budget, args.eval_every) for s in range(args.seeds)} for a in arms
+        }
     n = args.seeds
     print(f"budget {args.budget} samples; {n} seeds; loadavg at start {load}")
     print(
