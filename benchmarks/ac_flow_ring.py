@@ -72,11 +72,11 @@ def heldout_metrics(policy, seed: int) -> dict[str, float]:
         return ring_metrics(policy.sample("ode_euler", 2000, x_noise=heldout).sample)
 
 
-def from_arena(folder: Path) -> dict[str, dict[int, dict]]:
-    """The same records from an arena's finished runs (arena_done.json): the eval curve
+def from_arena(folders: list[Path]) -> dict[str, dict[int, dict]]:
+    """The same records from arenas' finished runs (arena_done.json): the eval curve
     from metrics.jsonl, the final policy restored from the last checkpoint."""
     runs: dict[str, dict[int, dict]] = {}
-    for run_dir in sorted((folder / "runs").iterdir()):
+    for run_dir in sorted(d for folder in folders for d in (folder / "runs").iterdir()):
         if not (run_dir / "arena_done.json").is_file():
             continue
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -88,11 +88,18 @@ def from_arena(folder: Path) -> dict[str, dict[int, dict]]:
         policy = method.policy(problem, method.restore(problem, options, saved))
         curve = [(r["budget/spent"], r["oracle/value"]) for r in read_metrics(run_dir, kind="eval")]
         done = json.loads((run_dir / "arena_done.json").read_text())
+        late_rows = read_metrics(run_dir, kind="train")[-100:]  # the last 100 steps
+        diag = {
+            k: sum(r[k] for r in late_rows) / len(late_rows)
+            for k in ("critic/ev", "acflow/clipped", "acflow/w_mean", "orw/w_mean")
+            if late_rows and k in late_rows[0]
+        }
         runs.setdefault(label, {})[cfg["seed"]] = {
             "curve": curve,
             "late": sum(v for _, v in curve[-5:]) / len(curve[-5:]),
             "seconds": done["seconds"],
             "final": heldout_metrics(policy, cfg["seed"]),
+            "diagnostics": diag,
         }
     return runs
 
@@ -115,12 +122,14 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=10, help="method steps")
     p.add_argument("--arms", default=",".join(ARMS))
     p.add_argument("--json", default=None, help="write the raw numbers here")
-    p.add_argument("--arena", default=None, help="score this arena folder's finished runs")
+    p.add_argument(
+        "--arena", default=None, help="score these arena folders' finished runs (comma-separated)"
+    )
     args = p.parse_args()
     torch.set_num_threads(1)
     started, load = time.perf_counter(), os.getloadavg()
     if args.arena:
-        runs = from_arena(Path(args.arena))
+        runs = from_arena([Path(f) for f in args.arena.split(",")])
         common = set.intersection(*(set(r) for r in runs.values()))  # seeds every arm finished
         runs = {a: {s: r for s, r in rs.items() if s in common} for a, rs in runs.items()}
         arms = sorted(runs, key=lambda a: (a != "orw_cfm_w2", a))
@@ -171,6 +180,12 @@ def main() -> None:
                 for c in ("reward/mean", "div/good_mode_entropy", "fid/on_manifold")
             ]
             print(f"| {a} | {fmt(d_late)} | " + " | ".join(fmt(d) for d in ds) + " |")
+    if args.arena:
+        print("\nlast 100 steps, mean over steps and seeds (metrics.jsonl):")
+        for a in arms:
+            keys = sorted({k for r in runs[a].values() for k in r["diagnostics"]})
+            means = {k: sum(r["diagnostics"][k] for r in runs[a].values()) / n for k in keys}
+            print(f"  {a}: " + ", ".join(f"{k} {v:.3f}" for k, v in means.items()))
     print(f"\nwall {time.perf_counter() - started:.0f} s; loadavg at end {os.getloadavg()}")
     if args.json:
         with open(args.json, "w") as f:
