@@ -3,6 +3,7 @@ registers its entries; tables read from here are complete."""
 
 from __future__ import annotations
 
+import policylab.lab.ac_flow  # noqa: F401  (G3 AC-Flow: ac_flow_provisional on lab/ring)
 import policylab.lab.afgr  # noqa: F401  (§16 AFGR; imported to register its entries)
 import policylab.lab.dgpo  # noqa: F401  (G2 DGPO: lab/ring; dgpo, orw_cfm_w2, flow_grpo_sde)
 import policylab.lab.digits  # noqa: F401  (G0.6–G0.8: lab/digits, the class-conditional digits flow)
