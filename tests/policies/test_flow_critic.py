@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from policylab.policies.flow import time_embedding
+from policylab.policies.diffusion import time_embedding
 from policylab.policies.flow_critic import ValueHead, chain_points, critic_loss
 
 

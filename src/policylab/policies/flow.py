@@ -30,7 +30,11 @@ from typing import Any
 import torch
 
 from policylab.policies.base import Evaluation, Sample
-from policylab.policies.diffusion import DiffusionPolicy, diffusion_samplers
+from policylab.policies.diffusion import (  # noqa: F401  (time_embedding: its old public path)
+    DiffusionPolicy,
+    diffusion_samplers,
+    time_embedding,
+)
 from policylab.policies.mlp import ActorCritic, RunningMeanStd, _mlp
 from policylab.policies.spaces import mlp_input_dim
 

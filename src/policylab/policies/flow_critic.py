@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from policylab.policies.flow import time_embedding
+from policylab.policies.diffusion import time_embedding
 from policylab.policies.mlp import _layer
 
 
