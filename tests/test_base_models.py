@@ -18,7 +18,14 @@ def _cache(tmp_path, monkeypatch):
 
 
 def test_registry_holds_the_issue_17_models():
-    assert {"ring_flow", "tiny_mdm"} <= set(base_models.names())
+    expected = {
+        "ring_flow",
+        "tiny_mdm",
+        "digits_flow",
+        "digits_classifier_a",
+        "digits_classifier_b",
+    }
+    assert expected <= set(base_models.names())
     for name in base_models:
         model = base_models.get(name)
         for knob, (_, source) in model.knobs.items():
@@ -43,6 +50,25 @@ def test_ring_flow_is_built_once_then_found(tmp_path):
     assert all(torch.equal(weights[k], v) for k, v in policy.velocity_net.state_dict().items())
     other = pretrain("ring_flow", 4, steps=120)  # another seed: another file
     assert other.built and other.path != first.path
+
+
+def test_digits_models_are_built_once_and_are_what_lab_digits_reads(tmp_path):
+    from policylab.lab.digits_models import base_digits_flow, classifier_b
+
+    flow = pretrain("digits_flow", 1, steps=3, label_noise=0.25)
+    assert flow.built and flow.path.parent == tmp_path / "cache"
+    assert "169,536 parameters" in flow.description and "25% of labels" in flow.description
+    assert not pretrain("digits_flow", 1, steps=3, label_noise=0.25).built
+    assert pretrain("digits_flow", 1, steps=3, label_noise=0.5).path != flow.path
+    weights = torch.load(flow.path, weights_only=True)
+    policy = base_digits_flow(1, 3, 0.25)
+    assert all(torch.equal(weights[k], v) for k, v in policy.velocity_net.state_dict().items())
+    b = pretrain("digits_classifier_b", 1, steps=3)
+    assert b.built and "classifier B (cnn)" in b.description and "seed 7920" in b.description
+    saved = torch.load(b.path, weights_only=True)
+    assert all(torch.equal(saved[k], v) for k, v in classifier_b(1, 3).state_dict().items())
+    a = pretrain("digits_classifier_a", 1, steps=3)
+    assert a.built and a.path != b.path and "held-out accuracy" in a.description
 
 
 def test_tiny_mdm_is_built_checked_and_rebuilt_when_torn():
@@ -83,4 +109,6 @@ def test_cli_lists_builds_and_refuses(capsys, tmp_path):
     assert main(["pretrain", "nope"]) == 2
     assert "unknown base model 'nope'" in capsys.readouterr().out
     assert main(["pretrain"]) == 2
-    assert "name a base model; choices: ring_flow, tiny_mdm" in capsys.readouterr().out
+    assert "name a base model; choices: digits_classifier_a, digits_classifier_b, digits_flow" in (
+        capsys.readouterr().out
+    )

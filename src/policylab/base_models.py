@@ -8,8 +8,9 @@ a changed knob never reads a stale file.
     policylab pretrain --list
     policylab pretrain ring_flow seed=0 steps=3000
 
-Registered here: `ring_flow` (lab/ring.py's base flow) and `tiny_mdm` (the masked-diffusion
-LM of policylab.pretrain_mdm). Knob defaults carry their sources."""
+Registered here: `ring_flow` (lab/ring.py's base flow), `digits_flow`, `digits_classifier_a`
+and `digits_classifier_b` (lab/digits_models.py) and `tiny_mdm` (the masked-diffusion LM of
+policylab.pretrain_mdm). Knob defaults carry their sources."""
 
 from __future__ import annotations
 
@@ -102,6 +103,74 @@ add_base_model(
         title="2-D flow on the 8-mode ring (lab/ring's base model, G0.7)",
         builder=_ring_flow,
         knobs={"steps": (3000, "[G0.7] 3,000 CFM steps, batch 256, Adam 1e-3")},
+    ),
+)
+
+
+# ---- the digits testbed (lab/digits_models.py) ------------------------------------------------
+def _digits_flow(
+    seed: int, *, progress: Progress | None = None, steps: int = 2000, label_noise: float = 0.5
+) -> BuiltModel:
+    from policylab.lab.digits_models import base_digits_flow, digits_flow_path
+
+    _positive_int("digits_flow", "steps", steps)
+    path = digits_flow_path(seed, steps, label_noise)
+    cached = path.is_file()
+    policy = base_digits_flow(seed, steps, label_noise)
+    size = sum(p.numel() for p in policy.trainable())
+    text = (
+        f"digits flow: {size:,} parameters, {steps:,} CFM steps from seed {seed}, "
+        f"{label_noise:.0%} of labels replaced at random"
+    )
+    return BuiltModel(path, text, built=not cached, sha256=file_sha256(path))
+
+
+def _digits_classifier(which: str):
+    def build(seed: int, *, progress: Progress | None = None, steps: int = 2000) -> BuiltModel:
+        from policylab.lab import digits_models as dm
+        from policylab.lab.digits_data import load_digits_split
+
+        _positive_int(f"digits_classifier_{which}", "steps", steps)
+        arch, model_seed = ("mlp", seed) if which == "a" else ("cnn", seed + dm.B_SEED_OFFSET)
+        path = dm.classifier_path(arch, model_seed, steps)
+        cached = path.is_file()
+        model = (dm.classifier_a if which == "a" else dm.classifier_b)(seed, steps)
+        data = load_digits_split()
+        text = (
+            f"digits classifier {which.upper()} ({arch}), {steps:,} steps from seed {model_seed}: "
+            f"held-out accuracy {dm.accuracy(model, data.x_test, data.y_test):.3f}"
+        )
+        return BuiltModel(path, text, built=not cached, sha256=file_sha256(path))
+
+    return build
+
+
+DIGITS_CLF_STEPS = (2000, "[G0.7] 2,000 steps, batch 128, input noise 0.05")
+add_base_model(
+    "digits_flow",
+    BaseModel(
+        title="class-conditional 8×8 digits flow, 50 % label noise (lab/digits' base model, G0.7)",
+        builder=_digits_flow,
+        knobs={
+            "steps": (2000, "[G0.7] 2,000 CFM steps"),
+            "label_noise": (0.5, "[G0.7] half the labels random, so RL has headroom"),
+        },
+    ),
+)
+add_base_model(
+    "digits_classifier_a",
+    BaseModel(
+        title="digits classifier A, MLP 64-128-10 (the reward model, G0.6)",
+        builder=_digits_classifier("a"),
+        knobs={"steps": DIGITS_CLF_STEPS},
+    ),
+)
+add_base_model(
+    "digits_classifier_b",
+    BaseModel(
+        title="digits classifier B, 2-layer CNN (the held-out hacking detector, G0.6)",
+        builder=_digits_classifier("b"),
+        knobs={"steps": DIGITS_CLF_STEPS},
     ),
 )
 

@@ -18,6 +18,7 @@ or a frozen reference (the flow)."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -87,11 +88,16 @@ def train_classifier(arch: str, seed: int, steps: int) -> nn.Module:
     return model
 
 
+def classifier_path(arch: str, seed: int, steps: int) -> Path:
+    """The cache file of a classifier (its settings' checksum in the name)."""
+    settings = f"digit-clf|{arch}|{seed}|{steps}|{CLF_BATCH}|{CLF_NOISE}|{CLF_LR}"
+    return cache_file(f"digits_{arch}_{seed}_{steps}", settings)
+
+
 @functools.lru_cache(maxsize=8)
 def _classifier(arch: str, seed: int, steps: int) -> nn.Module:
-    settings = f"digit-clf|{arch}|{seed}|{steps}|{CLF_BATCH}|{CLF_NOISE}|{CLF_LR}"
     model = load_or_build(
-        cache_file(f"digits_{arch}_{seed}_{steps}", settings),
+        classifier_path(arch, seed, steps),
         ARCHITECTURES[arch],
         lambda: train_classifier(arch, seed, steps),
         what=f"digits classifier ({arch})",
@@ -152,18 +158,23 @@ def _flow() -> DiffusionPolicy:
     return DiffusionPolicy(DIM, cond_dim=CLASSES, hidden=FLOW_HIDDEN, steps=FLOW_STEPS)
 
 
+def digits_flow_path(seed: int, steps: int, label_noise: float) -> Path:
+    """The cache file of the base flow (its settings' checksum in the name)."""
+    settings = (
+        f"digits-flow|{FLOW_HIDDEN}|{FLOW_STEPS}|{seed}|{steps}|{label_noise!r}|"
+        f"{FLOW_BATCH}|{FLOW_LR}"
+    )
+    return cache_file(f"digits_flow_{seed}_{steps}", settings)
+
+
 def base_digits_flow(seed: int = 0, steps: int = 2000, label_noise: float = 0.5) -> DiffusionPolicy:
     """The cached class-conditional base flow; its reference frozen (a fresh module per call:
     methods fine-tune it)."""
     _check_steps("base_digits_flow", steps)
     if not 0.0 <= label_noise <= 1.0:
         raise ValueError(f"base_digits_flow: label_noise = {label_noise!r}; must be in [0, 1]")
-    settings = (
-        f"digits-flow|{FLOW_HIDDEN}|{FLOW_STEPS}|{seed}|{steps}|{label_noise!r}|"
-        f"{FLOW_BATCH}|{FLOW_LR}"
-    )
     policy = load_or_build(
-        cache_file(f"digits_flow_{seed}_{steps}", settings),
+        digits_flow_path(seed, steps, label_noise),
         _flow,
         lambda: pretrain_digits_flow(seed, steps, label_noise),
         part=lambda p: p.velocity_net,
