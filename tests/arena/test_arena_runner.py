@@ -200,3 +200,18 @@ def test_a_tabular_arena_scores_instances_against_the_exact_optimum(tmp_path):
     assert records[("drpg", 0)].curve[0][1] == pytest.approx(0.0)
     assert records[("drpg", 0)].curve[-1][1] > 0.5
     assert "gradient evaluations" in (tmp_path / "t" / "results.md").read_text()
+
+
+def test_a_tabular_or_lab_variant_key_that_is_no_run_field_is_a_method_option(tmp_path):
+    from policylab.arena.runner import method_options_of, run_config_of
+
+    assert method_options_of({"eval_every": 2}) == {"eval_every": 2}
+    assert method_options_of({"step": 0.5, "eval_every": 2, "options": {"inner_tol": 1e-3}}) == {
+        "eval_every": 2,
+        "options": {"inner_tol": 1e-3, "step": 0.5},
+    }
+    spec = make_spec("tabular/garnet", ["nominal_pg", "nominal_pg@step=0.5"], seeds=1, budget=4)
+    cfg = run_config_of(tmp_path, spec, "nominal_pg@step=0.5", 0)
+    assert cfg.options == {"step": 0.5} and cfg.algo == "nominal_pg"
+    bad = run_config_of(tmp_path, spec, "nominal_pg@no_such_option=1", 0)
+    assert bad.options == {"no_such_option": 1}  # the method refuses it when it builds

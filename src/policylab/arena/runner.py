@@ -164,7 +164,10 @@ def make_spec(
     # every run's config is built (by the one routing rule) and checked before anything runs
     configs = [
         run_config(None, {**overrides, **variant, "task": task, "algo": algo})
-        for algo, variant in map(parse_entry, algos)
+        for algo, variant in (
+            (name, method_options_of(fields) if tabular else fields)
+            for name, fields in map(parse_entry, algos)
+        )
     ]
     cfg = configs[-1]
     if isinstance(cfg, TabularConfig):
@@ -520,6 +523,19 @@ def parse_entry(entry: str) -> tuple[str, dict[str, Any]]:
     return name, parse_overrides(fields)
 
 
+def method_options_of(variant: dict[str, Any]) -> dict[str, Any]:
+    """A tabular or lab variant's fields with every key that is not a run field moved into
+    `options` (the method checks them and names its accepted options)."""
+    from policylab.config import TabularConfig
+
+    run_fields = set(TabularConfig.model_fields)
+    options = {k: v for k, v in variant.items() if k not in run_fields}
+    if not options:
+        return variant
+    kept = {k: v for k, v in variant.items() if k in run_fields}
+    return {**kept, "options": {**kept.get("options", {}), **options}}
+
+
 # ---- running ----------------------------------------------------------------------------
 def run_config_of(folder: Path, spec: ArenaSpec, algo: str, seed: int):
     """The checked config (a TrainConfig or ControlConfig, by the routing rule) of one
@@ -527,6 +543,8 @@ def run_config_of(folder: Path, spec: ArenaSpec, algo: str, seed: int):
     from policylab.routing import run_config
 
     name, variant = parse_entry(algo)
+    if spec.kind == "tabular":  # `dgpo@clip=0`: a key that is no run field is a method option
+        variant = method_options_of(variant)
     fields = {**spec.overrides, **variant, spec.budget_field: spec.budget_value}
     if spec.kind == "llm":  # a run that redraws groups stops at the same sample budget
         fields["max_samples"] = spec.budget
