@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import policylab.lab.afgr  # noqa: F401  (§16 AFGR; imported to register its entries)
 import policylab.lab.dgpo  # noqa: F401  (G2 DGPO: lab/ring; dgpo, orw_cfm_w2, flow_grpo_sde)
+import policylab.lab.digits  # noqa: F401  (G0.6–G0.8: lab/digits, the class-conditional digits flow)
 import policylab.lab.disk  # noqa: F401  (§15 DISK: lab/image_pairs; disk, supervised_grid, harris)
 import policylab.lab.hgam  # noqa: F401  (§12: lab/uav_coverage; hgam_provisional, maddpg, uav_script)
 import policylab.lab.hnpg  # noqa: F401  (§8: lab/combination_lock; hnpg, trpo, fqe_greedy)

@@ -17,7 +17,7 @@ import torch
 Tensor = torch.Tensor
 
 # the lab tasks that carry a GeneratorTask: every continuous-generator method runs on each
-GENERATOR_TASKS: tuple[str, ...] = ("ring",)
+GENERATOR_TASKS: tuple[str, ...] = ("digits", "ring")
 
 
 @dataclass(frozen=True)

@@ -15,28 +15,17 @@ shared ring metrics (G0.8)."""
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
-import time
-from pathlib import Path
-
 import torch
 
 from policylab.lab import lab_tasks
+from policylab.lab.cache import cache_file, load_or_build
 from policylab.lab.generator_task import GeneratorTask
 from policylab.policies.diffusion import DiffusionPolicy
 from policylab.rewards.generated import ring_metrics, ring_mode, ring_sample
 from policylab.tabular.methods import Problem
 
-log = logging.getLogger(__name__)
-
 HIDDEN, STEPS = (64, 64, 64), 10  # G0.7
 EVAL_SEED_OFFSET = 1_000_003
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("POLICYLAB_CACHE", Path.home() / ".cache" / "policylab"))
 
 
 def pretrain_ring_flow(
@@ -60,23 +49,15 @@ def pretrain_ring_flow(
 
 def base_ring_flow(seed: int = 0, steps: int = 3000) -> DiffusionPolicy:
     """The cached base model of `base_seed`, built on first use; its reference frozen."""
-    key = hashlib.sha256(f"ring-flow|{HIDDEN}|{STEPS}|{seed}|{steps}|256|1e-3".encode())
-    path = cache_dir() / f"ring_flow_{seed}_{steps}_{key.hexdigest()[:12]}.pt"
-    policy = DiffusionPolicy(2, hidden=HIDDEN, steps=STEPS)
-    if path.is_file():
-        try:
-            policy.velocity_net.load_state_dict(torch.load(path, weights_only=True))
-            policy.freeze_reference()
-            return policy
-        except Exception as err:  # noqa: BLE001  (a torn or foreign file: torch raises many kinds)
-            log.warning("the cached ring flow %s is unreadable (%s): rebuilding it", path, err)
-    started = time.perf_counter()
-    policy = pretrain_ring_flow(seed, steps)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save(policy.velocity_net.state_dict(), tmp)
-    tmp.replace(path)  # atomic: parallel arena workers never read a torn file
-    log.info("built the ring flow in %.1f s: %s", time.perf_counter() - started, path)
+    policy = load_or_build(
+        cache_file(
+            f"ring_flow_{seed}_{steps}", f"ring-flow|{HIDDEN}|{STEPS}|{seed}|{steps}|256|1e-3"
+        ),
+        lambda: DiffusionPolicy(2, hidden=HIDDEN, steps=STEPS),
+        lambda: pretrain_ring_flow(seed, steps),
+        part=lambda p: p.velocity_net,
+        what="ring flow",
+    )
     policy.freeze_reference()
     return policy
 

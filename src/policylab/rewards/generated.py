@@ -9,7 +9,12 @@ naming the reward, never a silent zero (issue 17 "Bad input").
 `ring_mode` (the 2-D testbed of G2 and G3): 8 modes on a circle of radius 2,
 R = 1[nearest mode ∈ good]·exp(−d²/(2·0.3²)), good = {0, 1, 2} (base rate 3/8) [ours].
 Its metrics (G0.8): `div/mode_entropy` (entropy of the nearest-mode histogram, ln 8 at
-uniform), `fid/on_manifold` (fraction within 0.3 of a mode)."""
+uniform), `fid/on_manifold` (fraction within 0.3 of a mode).
+
+The digits (G0.6): `digit_prob`, `digit_logprob` (classifier A), `heldout_digit_prob`
+(classifier B, evaluation only, not differentiable by registration) and `digit_similarity`
+(refs=...) take one-hot labels cond [B, 10] and an optional `classifier=` (lab/digits.py
+passes its own; the default is the seed-0 model of lab/digits_models.py)."""
 
 from __future__ import annotations
 
@@ -130,3 +135,69 @@ def ring_metrics(samples: torch.Tensor) -> dict[str, float]:
         "fid/on_manifold": float((d < ON_MANIFOLD).double().mean()),
         "ring/good_fraction": float(good.sum() / counts.sum()),
     }
+
+
+# ---- the digits (G0.6) ----------------------------------------------------------------------
+# Each digit reward takes the classifier as the keyword `classifier` (the lab task passes the
+# one it built); without it, the default model of lab/digits_models.py (seed 0, 2,000 steps,
+# built once and cached). The sample is clamped to [−1, 1] inside the reward, never in the
+# sample, so a pathwise gradient stays informative inside the box [G0.6].
+def _digit_inputs(name: str, samples: torch.Tensor, cond: torch.Tensor | None):
+    if samples.ndim != 2 or samples.shape[1] != 64:
+        raise ValueError(f"{name} scores 8×8 digits [B, 64]; got {tuple(samples.shape)}")
+    if cond is None or cond.shape != (samples.shape[0], 10):
+        got = None if cond is None else tuple(cond.shape)
+        raise ValueError(
+            f"{name} needs one-hot labels cond [B, 10] = ({samples.shape[0]}, 10); got {got}"
+        )
+    return samples.clamp(-1.0, 1.0), cond.argmax(-1)
+
+
+def _default_classifier(which: str):
+    from policylab.lab import digits_models  # lazy: only the digits need the models
+
+    return digits_models.classifier_a() if which == "a" else digits_models.classifier_b()
+
+
+def digit_logprob(samples, cond, *, classifier=None, **cols) -> torch.Tensor:
+    """log p_A(c | clamp(x, −1, 1)) under classifier A (MLP 64-128-10) [G0.6]."""
+    x, label = _digit_inputs("digit_logprob", samples, cond)
+    clf = classifier if classifier is not None else _default_classifier("a")
+    return clf(x).log_softmax(-1).gather(-1, label[:, None]).squeeze(-1)
+
+
+def digit_prob(samples, cond, *, classifier=None, **cols) -> torch.Tensor:
+    """p_A(c | clamp(x, −1, 1)) under classifier A (MLP 64-128-10), differentiable [G0.6]."""
+    x, label = _digit_inputs("digit_prob", samples, cond)
+    clf = classifier if classifier is not None else _default_classifier("a")
+    return clf(x).softmax(-1).gather(-1, label[:, None]).squeeze(-1)
+
+
+@torch.no_grad()
+def heldout_digit_prob(samples, cond, *, classifier=None, **cols) -> torch.Tensor:
+    """p_B(c | clamp(x, −1, 1)) under classifier B (a 2-layer CNN, another seed): evaluation
+    only, the reward-hacking probe [G0.6]; registered as not differentiable so no pathwise
+    objective trains on it."""
+    x, label = _digit_inputs("heldout_digit_prob", samples, cond)
+    clf = classifier if classifier is not None else _default_classifier("b")
+    return clf(x).softmax(-1).gather(-1, label[:, None]).squeeze(-1)
+
+
+def digit_similarity(samples, cond=None, *, refs, classifier=None, **cols) -> torch.Tensor:
+    """cos(f_A(clamp(x)), mean_r f_A(r)): cosine similarity of classifier A's hidden features
+    to the mean feature of a reference set refs [R, 64] (the DINO-similarity analogue) [G0.6].
+    The condition is not used."""
+    if samples.ndim != 2 or samples.shape[1] != 64:
+        raise ValueError(f"digit_similarity scores 8×8 digits [B, 64]; got {tuple(samples.shape)}")
+    if not isinstance(refs, torch.Tensor) or refs.ndim != 2 or refs.shape[1] != 64 or not len(refs):
+        got = tuple(refs.shape) if isinstance(refs, torch.Tensor) else type(refs).__name__
+        raise ValueError(f"digit_similarity needs refs [R >= 1, 64]; got {got}")
+    clf = classifier if classifier is not None else _default_classifier("a")
+    centre = clf.features(refs.clamp(-1.0, 1.0)).mean(0, keepdim=True)
+    return torch.nn.functional.cosine_similarity(clf.features(samples.clamp(-1.0, 1.0)), centre)
+
+
+add_reward("digit_prob", digit_prob, differentiable=True)
+add_reward("digit_logprob", digit_logprob, differentiable=True)
+add_reward("heldout_digit_prob", heldout_digit_prob, differentiable=False)
+add_reward("digit_similarity", digit_similarity, differentiable=True)
