@@ -2,7 +2,7 @@
 (papers/seed_generative.md G5.2; Wei et al., arXiv:2407.06642).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/dpg_t2i_digits.py \
-        --subjects 3 --seeds 5 --steps 1000
+        --subjects 0,1,2 --seeds 5 --steps 1000
 
 Every run starts from the same cached base flow (lab/digits_personal, base_seed 0) with
 the "sks" column at zero; a (subject, seed) pair is one paired unit: both methods see the
@@ -56,53 +56,69 @@ def fmt(i) -> str:
     return f"{i.mean:.3f} [{i.low:.3f}, {i.high:.3f}]"
 
 
+def table(runs: dict, base: dict, against: str) -> None:
+    """Print the metric table and the paired differences; runs: arm → unit → result."""
+    arms = list(runs)
+    print("| method | " + " | ".join(COLS) + " | s/run |")
+    print("|---|" + "---|" * (len(COLS) + 1))
+    base_row = " | ".join(fmt(mean_ci([b[c] for b in base.values()])) for c in COLS)
+    print(f"| base (sks 3 = 3) | {base_row} | — |")
+    for a in arms:
+        finals = [fmt(mean_ci([r["final"][c] for r in runs[a].values()])) for c in COLS]
+        sec = sum(r["seconds"] for r in runs[a].values()) / len(runs[a])
+        print(f"| {a} | " + " | ".join(finals) + f" | {sec:.1f} |")
+    if against not in arms:
+        return
+    print(f"\npaired differences method − {against} (95 % t CI over subject × seed):")
+    print("| method | " + " | ".join(f"Δ {c}" for c in COLS) + " |")
+    print("|---|" + "---|" * len(COLS))
+    for a in arms:
+        if a == against:
+            continue
+        ds = [
+            paired_difference_ci(
+                {u: r["final"][c] for u, r in runs[a].items()},
+                {u: r["final"][c] for u, r in runs[against].items()},
+            )
+            for c in COLS
+        ]
+        print(f"| {a} | " + " | ".join(fmt(d) for d in ds) + " |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--subjects", type=int, default=3)
+    p.add_argument("--subjects", default="0,1,2", help="comma-separated subject ids")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--arms", default="dpg_t2i,dpg_t2i_similarity,dreambooth")
     p.add_argument("--against", default="dreambooth", help="the arm of the paired differences")
     p.add_argument("--json", default=None, help="write the raw numbers here")
+    p.add_argument("--combine", nargs="*", default=None, help="print the tables of these JSONs")
     args = p.parse_args()
+    if args.combine:
+        runs, base = {}, {}
+        for path in args.combine:
+            with open(path) as f:
+                saved = json.load(f)
+            base.update(saved["base"])
+            for a, by_unit in saved["runs"].items():
+                runs.setdefault(a, {}).update(by_unit)
+        table(runs, base, args.against)
+        return
     torch.set_num_threads(1)
     arms = args.arms.split(",")
-    units = [(s, k) for s in range(args.subjects) for k in range(args.seeds)]
+    units = [(int(s), k) for s in args.subjects.split(",") for k in range(args.seeds)]
     started, load = time.perf_counter(), os.getloadavg()
-    base = {u: build("lab/digits_personal", u[1], subject=u[0]) for u in units}
-    base = {i: b.extras["metrics"](b.mdp) for i, (u, b) in enumerate(base.items())}
-    runs = {a: {i: run(a, *u, args.steps) for i, u in enumerate(units)} for a in arms}
+    base = {}
+    for subject, seed in units:
+        problem = build("lab/digits_personal", seed, subject=subject)
+        base[f"s{subject}-{seed}"] = problem.extras["metrics"](problem.mdp)
+    runs = {a: {f"s{s}-{k}": run(a, s, k, args.steps) for s, k in units} for a in arms}
     print(
-        f"{args.subjects} subjects × {args.seeds} seeds, {args.steps} steps of 5 + 5 rows; "
+        f"subjects {args.subjects} × {args.seeds} seeds, {args.steps} steps of 5 + 5 rows; "
         f"loadavg at start {load}"
     )
-    print("| method | " + " | ".join(COLS) + " | s/run |")
-    print("|---|" + "---|" * (len(COLS) + 1))
-    print(
-        "| base (sks = 3) | "
-        + " | ".join(fmt(mean_ci([b[c] for b in base.values()])) for c in COLS)
-        + " | — |"
-    )
-    for a in arms:
-        finals = [fmt(mean_ci([r["final"][c] for r in runs[a].values()])) for c in COLS]
-        sec = sum(r["seconds"] for r in runs[a].values()) / len(units)
-        print(f"| {a} | " + " | ".join(finals) + f" | {sec:.1f} |")
-    ref = args.against
-    if ref in arms:
-        print(f"\npaired differences method − {ref} (95 % t CI over subject × seed):")
-        print("| method | " + " | ".join(f"Δ {c}" for c in COLS) + " |")
-        print("|---|" + "---|" * len(COLS))
-        for a in arms:
-            if a == ref:
-                continue
-            ds = [
-                paired_difference_ci(
-                    {i: r["final"][c] for i, r in runs[a].items()},
-                    {i: r["final"][c] for i, r in runs[ref].items()},
-                )
-                for c in COLS
-            ]
-            print(f"| {a} | " + " | ".join(fmt(d) for d in ds) + " |")
+    table(runs, base, args.against)
     print(f"\nwall {time.perf_counter() - started:.0f} s; loadavg at end {os.getloadavg()}")
     if args.json:
         with open(args.json, "w") as f:
