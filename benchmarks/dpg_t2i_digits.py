@@ -22,9 +22,11 @@ import os
 import time
 
 import torch
+import torch.nn.functional as F
 
 from policylab.arena.stats import mean_ci, paired_difference_ci
 from policylab.lab.catalogue import build, lab_methods
+from policylab.lab.digits_data import load_digits_split
 
 ARMS = {
     "dpg_t2i": ("dpg_t2i", {}),
@@ -50,6 +52,27 @@ def run(arm: str, subject: int, seed: int, steps: int) -> dict:
         state, _ = method.step(problem, state, options, g)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "final": problem.extras["metrics"](method.policy(problem, state))}
+
+
+def scale(subjects: list[int]) -> None:
+    """Where real images fall on the fidelity scale: the references themselves, the class-3
+    test images, the other test digits (classifier B's features, as `fid/subject`)."""
+    data = load_digits_split()
+    for s in subjects:
+        problem = build("lab/digits_personal", 0, subject=s)
+        clf_a, clf_b = problem.extras["classifiers"]
+        refs = problem.extras["refs"]
+        fr = F.normalize(clf_b.features(refs), dim=-1)
+
+        def cos(x, fr=fr, clf_b=clf_b) -> float:
+            return float((F.normalize(clf_b.features(x), dim=-1) @ fr.T).mean())
+
+        threes, others = data.x_test[data.y_test == 3], data.x_test[data.y_test != 3]
+        p3 = float(clf_a(refs).softmax(-1)[:, 3].mean())
+        print(
+            f"subject {s}: refs {cos(refs):.3f}, test 3s {cos(threes):.3f}, "
+            f"other test digits {cos(others):.3f}; p_A(3) of the refs {p3:.3f}"
+        )
 
 
 def fmt(i) -> str:
@@ -94,7 +117,12 @@ def main() -> None:
     p.add_argument("--against", default="dreambooth", help="the arm of the paired differences")
     p.add_argument("--json", default=None, help="write the raw numbers here")
     p.add_argument("--combine", nargs="*", default=None, help="print the tables of these JSONs")
+    p.add_argument("--scale", action="store_true", help="print the fidelity of real images")
     args = p.parse_args()
+    if args.scale:
+        with torch.no_grad():
+            scale([int(s) for s in args.subjects.split(",")])
+        return
     if args.combine:
         runs, base = {}, {}
         for path in args.combine:
