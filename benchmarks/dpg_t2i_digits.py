@@ -69,9 +69,11 @@ def scale(subjects: list[int]) -> None:
 
         threes, others = data.x_test[data.y_test == 3], data.x_test[data.y_test != 3]
         p3 = float(clf_a(refs).softmax(-1)[:, 3].mean())
+        prior = float(clf_a(problem.extras["prior_images"]).softmax(-1)[:, 3].mean())
         print(
             f"subject {s}: refs {cos(refs):.3f}, test 3s {cos(threes):.3f}, "
-            f"other test digits {cos(others):.3f}; p_A(3) of the refs {p3:.3f}"
+            f"other test digits {cos(others):.3f}; p_A(3) of the refs {p3:.3f}, "
+            f"of the prior images {prior:.3f}"
         )
 
 

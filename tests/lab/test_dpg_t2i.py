@@ -114,7 +114,6 @@ def test_one_step_moves_the_generator_and_the_critic(algo):
 
 def test_dpg_critic_target_is_the_look_forward_cost_or_the_negative_similarity():
     problem = build("lab/digits_personal", 0, **KNOBS)
-    g = torch.Generator().manual_seed(0)
     out = {}
     for algo in ("dpg_t2i", "dpg_t2i_similarity"):
         method = lab_methods.get(algo)
@@ -124,7 +123,6 @@ def test_dpg_critic_target_is_the_look_forward_cost_or_the_negative_similarity()
     assert out["dpg_t2i"]["dpg/target"] == pytest.approx(out["dpg_t2i"]["dpg/rec"])
     assert -1.0 <= out["dpg_t2i_similarity"]["dpg/target"] <= 1.0
     assert out["dpg_t2i_similarity"]["dpg/target"] != out["dpg_t2i"]["dpg/target"]
-    del g
 
 
 def test_dpg_without_prior_and_with_a_zero_critic_does_not_move():
