@@ -35,7 +35,7 @@ from policylab.lab.generator_task import GeneratorTask
 from policylab.policies.diffusion import DiffusionPolicy
 from policylab.policies.residual_critic import CriticOnResidual
 from policylab.recipes.base import S
-from policylab.rewards.generated import digit_prob
+from policylab.rewards.generated import digit_prob, digit_similarity
 from policylab.tabular.methods import Problem, TabularMethod
 
 SKS = CLASSES  # index of the added condition "sks"
@@ -90,18 +90,22 @@ def ode_samples(policy, noise: torch.Tensor, cond: torch.Tensor) -> torch.Tensor
     return policy.sample("ode_euler", noise.shape[0], x_noise=noise, cond=cond).sample
 
 
+@torch.no_grad()
+def fidelity(samples, refs, clf_b) -> float:
+    """mean_{x, r} cos(f_B(clamp(x)), f_B(r)): classifier B's features, all pairs."""
+    fx, fr = clf_b.features(samples.clamp(-1, 1)), clf_b.features(refs)
+    return float((F.normalize(fx, dim=-1) @ F.normalize(fr, dim=-1).T).mean())
+
+
 def personal_metrics(samples, prior_samples, refs, clf_a, clf_b) -> dict[str, float]:
     """fid/subject, align/p3, div/pair_dist, copy/nn_ref on "sks 3" samples; prior/p3 and
     prior/pair_dist on "3" samples (see the module docstring)."""
     label = F.one_hot(torch.full((samples.shape[0],), SUBJECT_CLASS), CLASSES).float()
     with torch.no_grad():
-        fx = clf_b.features(samples.clamp(-1, 1))
-        fr = clf_b.features(refs)
-        fidelity = F.normalize(fx, dim=-1) @ F.normalize(fr, dim=-1).T
         p3 = digit_prob(samples, label, classifier=clf_a)
         p3_prior = digit_prob(prior_samples, label[: prior_samples.shape[0]], classifier=clf_a)
     return {
-        "fid/subject": float(fidelity.mean()),
+        "fid/subject": fidelity(samples, refs, clf_b),
         "align/p3": float(p3.mean()),
         "div/pair_dist": pair_dist(samples),
         "copy/nn_ref": float(torch.cdist(samples, refs).min(-1).values.mean()),
@@ -158,14 +162,10 @@ def digits_personal(
         return personal_metrics(x, x_prior, refs, clf_a, clf_b)
 
     def value(policy) -> float:
-        x = ode_samples(policy, noise, cond_sks)
-        fx, fr = clf_b.features(x.clamp(-1, 1)), clf_b.features(refs)
-        return float((F.normalize(fx, dim=-1) @ F.normalize(fr, dim=-1).T).mean())
+        return fidelity(ode_samples(policy, noise, cond_sks), refs, clf_b)
 
     def similarity(samples, cond=None) -> torch.Tensor:
         """cos(f_A(x), mean_r f_A(r)) per row: `digit_similarity` to the subject [G0.6]."""
-        from policylab.rewards.generated import digit_similarity
-
         return digit_similarity(samples, None, refs=refs, classifier=clf_a)
 
     def batch_metrics(samples, cond=None) -> dict[str, float]:
