@@ -8,6 +8,7 @@ import policylab.lab.afgr  # noqa: F401  (§16 AFGR; imported to register its en
 import policylab.lab.dgpo  # noqa: F401  (G2 DGPO: lab/ring; dgpo, orw_cfm_w2, flow_grpo_sde)
 import policylab.lab.digits  # noqa: F401  (G0.6–G0.8: lab/digits, the class-conditional digits flow)
 import policylab.lab.disk  # noqa: F401  (§15 DISK: lab/image_pairs; disk, supervised_grid, harris)
+import policylab.lab.dpg_t2i  # noqa: F401  (G5: lab/digits_personal; dpg_t2i, dpg_t2i_similarity, dreambooth)
 import policylab.lab.hgam  # noqa: F401  (§12: lab/uav_coverage; hgam_provisional, maddpg, uav_script)
 import policylab.lab.hnpg  # noqa: F401  (§8: lab/combination_lock; hnpg, trpo, fqe_greedy)
 import policylab.lab.mbpg  # noqa: F401  (§11: lab/tracking and the MB-PG arms)
