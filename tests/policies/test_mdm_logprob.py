@@ -145,4 +145,4 @@ def test_bad_config_and_unknown_estimator_name_the_field():
     with pytest.raises(ValueError, match="score_temperature"):
         score_temperature("hot", 1.0)
     with pytest.raises(ValueError, match="one_step"):
-        mdm_logprob.entry("any_order")
+        mdm_logprob.entry("no_such_estimator")

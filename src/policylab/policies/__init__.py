@@ -2,6 +2,7 @@
 actor-critics (categorical and diagonal Gaussian), a flow-matching action policy (FPO),
 PG-Rainbow's IQN-critic policy, a tabular softmax policy and a language model."""
 
+import policylab.policies.mdm_anyorder  # noqa: F401  (registers mdm_logprob `any_order`, G1.4)
 from policylab.policies.base import Evaluation, Policy, Sample
 from policylab.policies.flow import FlowPolicy, fpo_cfm_loss, make_flow_policy
 from policylab.policies.iqn import (

@@ -21,8 +21,9 @@ generator seeds give equal masks and r = 1 at θ = θ_old (G1.3, G1.9).
 What no estimator contains: the probability of *which* positions were revealed. With
 `remasking=random` that choice does not depend on θ and `exact_steps` is the exact
 log-likelihood of the trajectory; with `low_confidence` it is ignored (as by d1 and d2)
-[G0.4]. `any_order` (d2-AnyOrder) needs a model trained for any-order decoding and is not
-built here (G1.4: a separate, later issue).
+[G0.4]. `any_order` (d2-AnyOrder, policies/mdm_anyorder.py) scores in one pass with an
+order-aware attention mask; it refuses a model not trained for any-order decoding, which
+MaskedDiffusionLM is not (G1.4: training one is a separate, later issue).
 """
 
 from __future__ import annotations
