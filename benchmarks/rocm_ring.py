@@ -12,9 +12,11 @@ Every seed starts all arms from the same distilled consistency model (cached) an
 evaluates them on the same fixed noise and re-noising draws (paired). Budget: 32,000
 generated samples per run (500 steps × 64 [G4.2]). Final metrics: the task's own
 evaluation metrics (`problem.extras["metrics"]`: on the ring reward, mode entropies and
-on-manifold; on the digits also the held-out classifier B) and `ref/drift` = mean_d
-(f_θ − f_ref)² over the evaluation chain's states. 95 % Student-t intervals over seeds;
-paired differences per seed. `--from a.json,b.json` prints the tables of saved runs."""
+on-manifold; on the digits also the held-out classifier B, plus the nearest-image and pair
+distances of the samples clamped to [−1, 1] and the fraction of pixels beyond ±1) and
+`ref/drift` = mean_d (f_θ − f_ref)² over the evaluation chain's states. 95 % Student-t
+intervals over seeds; paired differences per seed. `--from a.json,b.json` prints the tables
+of saved runs."""
 
 from __future__ import annotations
 
@@ -76,7 +78,22 @@ def run(task: str, arm: str, seed: int, budget: int) -> dict:
         out = policy.sample("ode_euler", noise.shape[0], cond=cond, x_noise=noise)
         gap = clean_gap(policy, out.chain[:, : policy.steps], out.taus, cond)
     final["ref/drift"] = float((gap**2).mean())
+    if "fid/nn_dist" in final:  # the digits: is "off-manifold" only pixels outside the box?
+        final.update(clamped_metrics(out.sample))
     return {"seconds": seconds, "nfe": nfe, "final": final}
+
+
+def clamped_metrics(samples: torch.Tensor) -> dict[str, float]:
+    """The digits' distances on samples clamped to the data box [−1, 1] (the rewards clamp
+    inside, so pixels beyond ±1 cost them nothing) and the fraction of pixels beyond it."""
+    from policylab.lab.digits import nn_dist, pair_dist
+
+    box = samples.clamp(-1, 1)
+    return {
+        "fid/nn_dist_clamped": nn_dist(box),
+        "div/pair_dist_clamped": pair_dist(box),
+        "fid/out_of_box": float((samples.abs() > 1).float().mean()),
+    }
 
 
 def fmt(i) -> str:
