@@ -96,19 +96,31 @@ def clamped_metrics(samples: torch.Tensor) -> dict[str, float]:
     }
 
 
+def merge_runs(saved: list[dict]) -> dict:
+    """Saved runs {arm: {seed: run}} merged seed by seed; an arm and seed saved twice is an
+    error (a silent overwrite would mix two measurements)."""
+    runs: dict = {}
+    for one in saved:
+        for arm, by_seed in one.items():
+            for seed, r in by_seed.items():
+                if int(seed) in runs.setdefault(arm, {}):
+                    raise ValueError(f"--from: arm {arm!r} seed {seed} is saved twice")
+                runs[arm][int(seed)] = r
+    return runs
+
+
 def fmt(i) -> str:
     return f"{i.mean:.3f} [{i.low:.3f}, {i.high:.3f}]"
 
 
 def report(runs: dict, cols: list[str]) -> None:
     arms = list(runs)
-    seeds = len(next(iter(runs.values())))
     print("| method | " + " | ".join(cols) + " | NFE/run | s/run |")
     print("|---|" + "---|" * (len(cols) + 2))
     for a in arms:
         finals = {c: mean_ci([r["final"][c] for r in runs[a].values()]) for c in cols}
-        sec = sum(r["seconds"] for r in runs[a].values()) / seeds
-        nfe = sum(r["nfe"] for r in runs[a].values()) / seeds
+        sec = sum(r["seconds"] for r in runs[a].values()) / len(runs[a])
+        nfe = sum(r["nfe"] for r in runs[a].values()) / len(runs[a])
         cells = " | ".join(fmt(finals[c]) for c in cols)
         print(f"| {a} | {cells} | {nfe:.3g} | {sec:.1f} |")
     for base in ("rlcm", "rocm_none"):
@@ -135,22 +147,25 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", default="lab/ring")
     p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds first..first+seeds-1")
     p.add_argument("--budget", type=int, default=32_000, help="generated samples per run")
     p.add_argument("--arms", default=",".join(ARMS), help="named arms or algo@key=value")
     p.add_argument("--json", default=None, help="write the raw numbers here")
     p.add_argument("--from", dest="sources", default=None, help="print saved runs: a.json,b.json")
     args = p.parse_args()
     if args.sources:
-        runs = {}
+        saved = []
         for path in args.sources.split(","):
             with open(path) as f:
-                runs.update({a: {int(s): r for s, r in v.items()} for a, v in json.load(f).items()})
+                saved.append(json.load(f))
+        runs = merge_runs(saved)
     else:
         torch.set_num_threads(1)
         started, load = time.perf_counter(), os.getloadavg()
         runs = {}
         for a in args.arms.split(","):
-            runs[a] = {s: run(args.task, a, s, args.budget) for s in range(args.seeds)}
+            seeds = range(args.first_seed, args.first_seed + args.seeds)
+            runs[a] = {s: run(args.task, a, s, args.budget) for s in seeds}
             if args.json:  # after every arm: a cut-short measurement keeps what it finished
                 with open(args.json, "w") as f:
                     json.dump(runs, f)

@@ -1,4 +1,4 @@
-"""benchmarks/rocm_ring.py's digits-only metrics on samples clamped to the data box."""
+"""benchmarks/rocm_ring.py: the digits-only clamped metrics, arm parsing, merging saved runs."""
 
 import sys
 from pathlib import Path
@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 pytest.importorskip("sklearn")
 
-from rocm_ring import clamped_metrics, parse_arm  # noqa: E402
+from rocm_ring import clamped_metrics, merge_runs, parse_arm  # noqa: E402
 
 from policylab.lab.digits import nn_dist, pair_dist  # noqa: E402
 from policylab.lab.digits_data import load_digits_split  # noqa: E402
@@ -38,3 +38,13 @@ def test_parse_arm_reads_named_and_ad_hoc_arms():
         "rocm_tv_provisional",
         {"beta": 0.5, "lr": 0.001},
     )
+
+
+def test_merge_runs_joins_seeds_and_refuses_a_seed_saved_twice():
+    first = {"rocm_none": {"0": {"x": 1}, "1": {"x": 2}}, "rlcm": {"0": {"x": 3}}}
+    later = {"rocm_none": {"5": {"x": 4}}}
+    merged = merge_runs([first, later])
+    assert sorted(merged["rocm_none"]) == [0, 1, 5]  # seeds joined, not the arm replaced
+    assert merged["rlcm"] == {0: {"x": 3}}
+    with pytest.raises(ValueError, match="'rocm_none' seed 1 is saved twice"):
+        merge_runs([first, {"rocm_none": {"1": {"x": 9}}}])
