@@ -31,7 +31,9 @@ from policylab.arena.stats import mean_ci, paired_difference_ci
 from policylab.lab.catalogue import build, lab_methods
 from policylab.lab.rocm import clean_gap
 
+START = "start"  # the distilled consistency model before any update (rocm_none at budget 0)
 ARMS = {
+    START: ("rocm_none", {}),
     "rocm_kl_provisional": ("rocm_kl_provisional", {}),
     "rocm_hellinger_provisional": ("rocm_hellinger_provisional", {}),
     "rocm_tv_provisional": ("rocm_tv_provisional", {}),
@@ -60,6 +62,7 @@ def parse_arm(arm: str) -> tuple[str, dict]:
 
 def run(task: str, arm: str, seed: int, budget: int) -> dict:
     algo, overrides = parse_arm(arm)
+    budget = 0 if arm == START else budget
     problem = build(task, seed)
     method = lab_methods.get(algo)
     options = method.build_options(overrides)
