@@ -4,7 +4,7 @@ arXiv:2503.06171).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/rocm_ring.py --seeds 5 \
         --json runs/rocm_ring.json
-    # once lab/digits is merged (its reward is classifier A, its metrics hold classifier B):
+    # the digits (its reward is classifier A, its metrics hold classifier B; docs/generative.md):
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/rocm_ring.py --task lab/digits \
         --seeds 5 --json runs/rocm_digits.json
 
