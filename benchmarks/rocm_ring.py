@@ -4,7 +4,7 @@ arXiv:2503.06171).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/rocm_ring.py --seeds 5 \
         --json runs/rocm_ring.json
-    # once lab/digits is merged (its reward is classifier A, its metrics hold classifier B):
+    # the digits (its reward is classifier A, its metrics hold classifier B; docs/generative.md):
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/rocm_ring.py --task lab/digits \
         --seeds 5 --json runs/rocm_digits.json
 
@@ -12,9 +12,11 @@ Every seed starts all arms from the same distilled consistency model (cached) an
 evaluates them on the same fixed noise and re-noising draws (paired). Budget: 32,000
 generated samples per run (500 steps × 64 [G4.2]). Final metrics: the task's own
 evaluation metrics (`problem.extras["metrics"]`: on the ring reward, mode entropies and
-on-manifold; on the digits also the held-out classifier B) and `ref/drift` = mean_d
-(f_θ − f_ref)² over the evaluation chain's states. 95 % Student-t intervals over seeds;
-paired differences per seed. `--from a.json,b.json` prints the tables of saved runs."""
+on-manifold; on the digits also the held-out classifier B, plus the nearest-image and pair
+distances of the samples clamped to [−1, 1] and the fraction of pixels beyond ±1) and
+`ref/drift` = mean_d (f_θ − f_ref)² over the evaluation chain's states. 95 % Student-t
+intervals over seeds; paired differences per seed. `--from a.json,b.json` prints the tables
+of saved runs."""
 
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ from policylab.arena.stats import mean_ci, paired_difference_ci
 from policylab.lab.catalogue import build, lab_methods
 from policylab.lab.rocm import clean_gap
 
+START = "start"  # the distilled consistency model before any update (rocm_none at budget 0)
 ARMS = {
+    START: ("rocm_none", {}),
     "rocm_kl_provisional": ("rocm_kl_provisional", {}),
     "rocm_hellinger_provisional": ("rocm_hellinger_provisional", {}),
     "rocm_tv_provisional": ("rocm_tv_provisional", {}),
@@ -58,6 +62,7 @@ def parse_arm(arm: str) -> tuple[str, dict]:
 
 def run(task: str, arm: str, seed: int, budget: int) -> dict:
     algo, overrides = parse_arm(arm)
+    budget = 0 if arm == START else budget
     problem = build(task, seed)
     method = lab_methods.get(algo)
     options = method.build_options(overrides)
@@ -76,7 +81,35 @@ def run(task: str, arm: str, seed: int, budget: int) -> dict:
         out = policy.sample("ode_euler", noise.shape[0], cond=cond, x_noise=noise)
         gap = clean_gap(policy, out.chain[:, : policy.steps], out.taus, cond)
     final["ref/drift"] = float((gap**2).mean())
+    if "fid/nn_dist" in final:  # the digits: is "off-manifold" only pixels outside the box?
+        final.update(clamped_metrics(out.sample))
     return {"seconds": seconds, "nfe": nfe, "final": final}
+
+
+def clamped_metrics(samples: torch.Tensor) -> dict[str, float]:
+    """The digits' distances on samples clamped to the data box [−1, 1] (the rewards clamp
+    inside, so pixels beyond ±1 cost them nothing) and the fraction of pixels beyond it."""
+    from policylab.lab.digits import nn_dist, pair_dist
+
+    box = samples.clamp(-1, 1)
+    return {
+        "fid/nn_dist_clamped": nn_dist(box),
+        "div/pair_dist_clamped": pair_dist(box),
+        "fid/out_of_box": float((samples.abs() > 1).float().mean()),
+    }
+
+
+def merge_runs(saved: list[dict]) -> dict:
+    """Saved runs {arm: {seed: run}} merged seed by seed; an arm and seed saved twice is an
+    error (a silent overwrite would mix two measurements)."""
+    runs: dict = {}
+    for one in saved:
+        for arm, by_seed in one.items():
+            for seed, r in by_seed.items():
+                if int(seed) in runs.setdefault(arm, {}):
+                    raise ValueError(f"--from: arm {arm!r} seed {seed} is saved twice")
+                runs[arm][int(seed)] = r
+    return runs
 
 
 def fmt(i) -> str:
@@ -85,13 +118,12 @@ def fmt(i) -> str:
 
 def report(runs: dict, cols: list[str]) -> None:
     arms = list(runs)
-    seeds = len(next(iter(runs.values())))
     print("| method | " + " | ".join(cols) + " | NFE/run | s/run |")
     print("|---|" + "---|" * (len(cols) + 2))
     for a in arms:
         finals = {c: mean_ci([r["final"][c] for r in runs[a].values()]) for c in cols}
-        sec = sum(r["seconds"] for r in runs[a].values()) / seeds
-        nfe = sum(r["nfe"] for r in runs[a].values()) / seeds
+        sec = sum(r["seconds"] for r in runs[a].values()) / len(runs[a])
+        nfe = sum(r["nfe"] for r in runs[a].values()) / len(runs[a])
         cells = " | ".join(fmt(finals[c]) for c in cols)
         print(f"| {a} | {cells} | {nfe:.3g} | {sec:.1f} |")
     for base in ("rlcm", "rocm_none"):
@@ -118,22 +150,25 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", default="lab/ring")
     p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds first..first+seeds-1")
     p.add_argument("--budget", type=int, default=32_000, help="generated samples per run")
     p.add_argument("--arms", default=",".join(ARMS), help="named arms or algo@key=value")
     p.add_argument("--json", default=None, help="write the raw numbers here")
     p.add_argument("--from", dest="sources", default=None, help="print saved runs: a.json,b.json")
     args = p.parse_args()
     if args.sources:
-        runs = {}
+        saved = []
         for path in args.sources.split(","):
             with open(path) as f:
-                runs.update({a: {int(s): r for s, r in v.items()} for a, v in json.load(f).items()})
+                saved.append(json.load(f))
+        runs = merge_runs(saved)
     else:
         torch.set_num_threads(1)
         started, load = time.perf_counter(), os.getloadavg()
         runs = {}
         for a in args.arms.split(","):
-            runs[a] = {s: run(args.task, a, s, args.budget) for s in range(args.seeds)}
+            seeds = range(args.first_seed, args.first_seed + args.seeds)
+            runs[a] = {s: run(args.task, a, s, args.budget) for s in seeds}
             if args.json:  # after every arm: a cut-short measurement keeps what it finished
                 with open(args.json, "w") as f:
                     json.dump(runs, f)
