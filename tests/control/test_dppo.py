@@ -171,3 +171,29 @@ def test_pretrain_command_writes_a_policy_that_a_run_starts_from(tmp_path):
     assert out["transitions"] == 200 and out["bc_loss_last"] < out["bc_loss_first"]
     cfg = tiny(tmp_path, "ft", algo="adpo_provisional", init_policy=out["path"], total_steps=64)
     assert train(cfg).env_steps == 64
+
+
+def test_a_resumed_run_keeps_its_checkpoint_and_does_not_reload_init_policy(tmp_path):
+    # the checkpoint is the run's state: init_policy seeds a fresh run only, so a BC file
+    # rewritten (here: by a ppo policy, which does not fit) after the run started is not read
+    import gymnasium as gym
+
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    cfg = tiny(tmp_path, "r", algo="dppo", total_steps=64)
+    net, _ = policy_for_spaces(cfg, env.observation_space, env.action_space)
+    for p in net.eps_net.parameters():
+        p.data.fill_(0.01)
+    net.freeze_reference()
+    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(tmp_path / "bc.pt")
+    first = cfg.model_copy(update={"init_policy": str(path)})
+    train(first)
+    ppo_cfg = tiny(tmp_path, "p", algo="ppo")
+    other, _ = policy_for_spaces(ppo_cfg, env.observation_space, env.action_space)
+    ControlPolicy(other, ppo_cfg, env.observation_space, env.action_space).save(path)
+    result = train(first.model_copy(update={"total_steps": 2 * 64}), resume=True)
+    assert result.env_steps == 128
+    state = torch.load(Path(result.run_dir) / "checkpoints/step_2/state.pt", weights_only=False)
+    frozen = [v for k, v in state["policy"].items() if "eps_frozen" in k]
+    assert frozen and all(float(v.sub(0.01).abs().max()) == 0 for v in frozen)

@@ -161,8 +161,6 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     spaces = saved_spaces(collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
-    if cfg.init_policy is not None:  # e.g. a behaviour-cloned diffusion chain (G7.3)
-        warm_start(policy, cfg.init_policy)
     training = recipes.get(cfg.algo).training
     optimiser = optimisers.get(training["optimiser"].value if "optimiser" in training else "adam")(
         params, cfg
@@ -193,6 +191,8 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
             collector.close()
             collector = make_collector(cfg, cfg.seed + start * cfg.num_envs)
         log.info("resumed %s at iteration %d", run.dir, start)
+    elif cfg.init_policy is not None:  # a fresh run only: a resumed one is its checkpoint
+        warm_start(policy, cfg.init_policy)  # e.g. a behaviour-cloned diffusion chain (G7.3)
 
     run.open_trackers()  # before the clock: their set-up is not training
     done.started = time.perf_counter()
