@@ -894,6 +894,23 @@ class ControlConfig(RunSchema):
         return self
 
     @model_validator(mode="after")
+    def _adapg_lam(self) -> ControlConfig:
+        """adapg_lam acts only through the adapg optimiser (adpo_provisional's): on another
+        algorithm it would be silently ignored (a resumed config holds the default)."""
+        from policylab import recipes
+        from policylab.optimisers import optimiser_of
+
+        optimiser = optimiser_of(self.algo)
+        if optimiser != "adapg" and self.adapg_lam != type(self).model_fields["adapg_lam"].default:
+            users = [n for n in recipes.names() if optimiser_of(n) == "adapg"]
+            raise ValueError(
+                f"adapg_lam={self.adapg_lam} acts only with the adapg optimiser; "
+                f"algo={self.algo!r} uses {optimiser!r}: choose one of {', '.join(users)} "
+                "or leave adapg_lam unset"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _init_policy(self) -> ControlConfig:
         if self.init_policy is not None and not Path(self.init_policy).is_file():
             raise ValueError(

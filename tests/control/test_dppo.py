@@ -151,7 +151,7 @@ def test_init_policy_starts_from_the_file_and_is_validated(tmp_path):
     with pytest.raises(ConfigError, match="init_policy"):
         load(ControlConfig, None, {"init_policy": str(tmp_path / "missing.pt")})
     ppo = tiny(tmp_path, "x", algo="ppo", init_policy=str(path))
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match="policy kind 'diffusion_chain'.*'mlp'"):
         train(ppo)
 
 
@@ -197,3 +197,38 @@ def test_a_resumed_run_keeps_its_checkpoint_and_does_not_reload_init_policy(tmp_
     state = torch.load(Path(result.run_dir) / "checkpoints/step_2/state.pt", weights_only=False)
     frozen = [v for k, v in state["policy"].items() if "eps_frozen" in k]
     assert frozen and all(float(v.sub(0.01).abs().max()) == 0 for v in frozen)
+
+
+def test_adapg_lam_on_an_algorithm_without_the_adapg_optimiser_is_refused():
+    # adapg_lam would be silently ignored by dppo's (or ppo's) Adam
+    for algo in ("dppo", "ppo"):
+        with pytest.raises(ConfigError, match="adapg_lam"):
+            load_control(None, {"algo": algo, "task": "Pendulum-v1", "adapg_lam": 0.3})
+    ok = load_control(None, {"algo": "adpo_provisional", "task": "Pendulum-v1", "adapg_lam": 0.3})
+    assert ok.adapg_lam == 0.3
+
+
+def test_init_policy_of_another_policy_kind_is_refused_before_the_run_folder(tmp_path):
+    import gymnasium as gym
+
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    ppo_cfg = tiny(tmp_path, "p", algo="ppo")
+    net, _ = policy_for_spaces(ppo_cfg, env.observation_space, env.action_space)
+    path = ControlPolicy(net, ppo_cfg, env.observation_space, env.action_space).save(
+        tmp_path / "ppo.pt"
+    )
+    cfg = tiny(tmp_path, "d", algo="dppo", init_policy=str(path))
+    with pytest.raises(ValueError, match="policy kind 'mlp'.*'diffusion_chain'"):
+        train(cfg)
+    assert not Path(cfg.run_dir).exists()
+
+
+def test_warm_start_names_a_file_of_the_same_kind_that_does_not_fit(tmp_path):
+    from policylab.policies.diffusion_chain import DiffusionChainPolicy
+    from policylab.trainers.control import warm_start
+
+    torch.save({"policy": DiffusionChainPolicy(3, 1, hidden=(8,)).state_dict()}, tmp_path / "a.pt")
+    with pytest.raises(ValueError, match="does not fit"):
+        warm_start(DiffusionChainPolicy(3, 1, hidden=(16,)), str(tmp_path / "a.pt"))
