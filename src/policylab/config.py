@@ -912,7 +912,10 @@ class ControlConfig(RunSchema):
 
     @model_validator(mode="after")
     def _init_policy(self) -> ControlConfig:
-        if self.init_policy is not None and not Path(self.init_policy).is_file():
+        """init_policy must be a file, unless the run folder holds a checkpoint: a resumed
+        run is its checkpoint and does not read the file (trainers/control.py)."""
+        resumable = any((self.folder / "checkpoints").glob("step_*/state.pt"))
+        if self.init_policy is not None and not Path(self.init_policy).is_file() and not resumable:
             raise ValueError(
                 f"init_policy={self.init_policy!r} is not a file; accepted: a policy file "
                 "written by ControlPolicy.save (or None for fresh weights)"

@@ -232,3 +232,22 @@ def test_warm_start_names_a_file_of_the_same_kind_that_does_not_fit(tmp_path):
     torch.save({"policy": DiffusionChainPolicy(3, 1, hidden=(8,)).state_dict()}, tmp_path / "a.pt")
     with pytest.raises(ValueError, match="does not fit"):
         warm_start(DiffusionChainPolicy(3, 1, hidden=(16,)), str(tmp_path / "a.pt"))
+
+
+def test_a_run_resumes_after_its_init_policy_file_is_gone(tmp_path):
+    # e.g. the BC file was under /tmp: the checkpoint holds the run, so resuming needs no file
+    import gymnasium as gym
+
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    cfg = tiny(tmp_path, "g", algo="dppo", total_steps=64)
+    net, _ = policy_for_spaces(cfg, env.observation_space, env.action_space)
+    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(tmp_path / "bc.pt")
+    first = cfg.model_copy(update={"init_policy": str(path)})
+    train(first)
+    path.unlink()
+    again = load(ControlConfig, None, {**first.model_dump(), "total_steps": 2 * 64})
+    assert train(again, resume=True).env_steps == 128
+    with pytest.raises(ConfigError, match="init_policy"):  # a fresh run still needs it
+        load(ControlConfig, None, {**first.model_dump(), "run_dir": str(tmp_path / "new")})
