@@ -34,7 +34,7 @@ class AdaPG(torch.optim.Optimizer):
         weight_decay: float = 0.0,
     ) -> None:
         check_range("adapg", "lam", lam, low=0.0, high=1.0)
-        check_range("adapg", "lr", lr, low=0.0)
+        check_range("adapg", "lr", lr, low=0.0, finite=True)
         defaults = {"lr": lr, "lam": lam, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults)
 
