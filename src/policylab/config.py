@@ -954,6 +954,12 @@ class ControlConfig(RunSchema):
         return max(1, self.total_steps // (self.num_envs * self.num_steps))
 
 
+def policy_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A saved control config's fields for rebuilding its policy (inference, a run's
+    checkpoint): `init_policy`, the run's start file, is not read (it may be gone)."""
+    return {**fields, "init_policy": None} if "init_policy" in fields else fields
+
+
 # Tuned per-environment defaults, applied under the user's fields. Sources: rl-baselines3-zoo
 # hyperparams/ppo.yml ([zoo]) where it transfers; [ours] where we measured (docs/control.md).
 CONTROL_DEFAULTS: dict[str, dict[str, Any]] = {

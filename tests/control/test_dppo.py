@@ -251,3 +251,26 @@ def test_a_run_resumes_after_its_init_policy_file_is_gone(tmp_path):
     assert train(again, resume=True).env_steps == 128
     with pytest.raises(ConfigError, match="init_policy"):  # a fresh run still needs it
         load(ControlConfig, None, {**first.model_dump(), "run_dir": str(tmp_path / "new")})
+
+
+def test_a_saved_policy_of_an_init_policy_run_loads_without_the_bc_file(tmp_path):
+    # inference reads the weights; the run's start file (gone: /tmp, another machine) and
+    # its run folder are not needed
+    import shutil
+
+    import gymnasium as gym
+
+    from policylab.control_policy import load_policy
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    cfg = tiny(tmp_path, "s", algo="dppo", total_steps=64)
+    net, _ = policy_for_spaces(cfg, env.observation_space, env.action_space)
+    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(tmp_path / "bc.pt")
+    run = train(cfg.model_copy(update={"init_policy": str(path)}))
+    saved = load_policy(run.run_dir).save(tmp_path / "trained.pt")
+    path.unlink()
+    shutil.rmtree(run.run_dir)
+    policy = ControlPolicy.load(saved)
+    action, _ = policy.predict(env.reset(seed=0)[0])
+    assert action.shape == (1,)

@@ -25,7 +25,7 @@ from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.algebra.dppo import dppo_chain_advantages, dppo_chain_loss
 from policylab.algebra.generative import dppo_clip_schedule, dppo_denoise_discount
-from policylab.config import ControlConfig, load
+from policylab.config import ControlConfig, load, policy_fields
 from policylab.envs.space_data import space_from_data, space_to_data
 from policylab.envs.user import check_buildable, warn_without_time_limit
 from policylab.optimisers import optimiser_of, optimisers
@@ -369,7 +369,7 @@ def load_policy(run_dir: str | Path) -> torch.nn.Module:
     if path is None:
         raise FileNotFoundError(f"{run_dir}: no checkpoint to load a policy from")
     state = load_state(path / "state.pt")
-    cfg = load(ControlConfig, None, state["config"])
+    cfg = load(ControlConfig, None, policy_fields(state["config"]))
     if state.get("spaces") is not None:  # no environment needed (one given in Python, too)
         spaces = state["spaces"]
         observation, action = (
