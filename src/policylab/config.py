@@ -894,9 +894,10 @@ class ControlConfig(RunSchema):
         return self
 
     @model_validator(mode="after")
-    def _adapg_lam(self) -> ControlConfig:
-        """adapg_lam acts only through the adapg optimiser (adpo_provisional's): on another
-        algorithm it would be silently ignored (a resumed config holds the default)."""
+    def _ignored_fields(self) -> ControlConfig:
+        """Fields an algorithm would silently ignore are refused: adapg_lam acts only
+        through the adapg optimiser (adpo_provisional's; a resumed config holds the
+        default), ent_coef not on a diffusion chain (its entropy is 0)."""
         from policylab import recipes
         from policylab.optimisers import optimiser_of
 
@@ -907,6 +908,11 @@ class ControlConfig(RunSchema):
                 f"adapg_lam={self.adapg_lam} acts only with the adapg optimiser; "
                 f"algo={self.algo!r} uses {optimiser!r}: choose one of {', '.join(users)} "
                 "or leave adapg_lam unset"
+            )
+        if self.ent_coef and recipes.get(self.algo).policy == "diffusion_chain":
+            raise ValueError(
+                f"ent_coef={self.ent_coef} has no effect on algo={self.algo!r}: the diffusion "
+                "chain's entropy is 0 (DPPO has no entropy term); accepted: 0"
             )
         return self
 

@@ -274,3 +274,12 @@ def test_a_saved_policy_of_an_init_policy_run_loads_without_the_bc_file(tmp_path
     policy = ControlPolicy.load(saved)
     action, _ = policy.predict(env.reset(seed=0)[0])
     assert action.shape == (1,)
+
+
+def test_ent_coef_on_the_diffusion_chain_is_refused():
+    # the chain's entropy is 0 by definition (DPPO has no entropy term): a bonus would be
+    # silently ignored
+    for algo in ("dppo", "adpo_provisional"):
+        with pytest.raises(ConfigError, match="ent_coef"):
+            load_control(None, {"algo": algo, "task": "Pendulum-v1", "ent_coef": 0.01})
+    assert load_control(None, {"algo": "ppo", "task": "Pendulum-v1", "ent_coef": 0.01})
