@@ -47,7 +47,7 @@ def test_bad_lambda_is_refused_with_its_range():
 
 
 def test_registry_builds_the_trainer_optimisers():
-    cfg = load(ControlConfig, None, {"lr": 0.01, "adapg_lam": 0.25})
+    cfg = load(ControlConfig, None, {"algo": "adpo_provisional", "lr": 0.01, "adapg_lam": 0.25})
     params = [torch.nn.Parameter(torch.ones(2))]
     adam = optimisers.get("adam")(params, cfg)
     assert isinstance(adam, torch.optim.Adam) and adam.defaults["eps"] == 1e-5

@@ -894,8 +894,34 @@ class ControlConfig(RunSchema):
         return self
 
     @model_validator(mode="after")
+    def _ignored_fields(self) -> ControlConfig:
+        """Fields an algorithm would silently ignore are refused: adapg_lam acts only
+        through the adapg optimiser (adpo_provisional's; a resumed config holds the
+        default), ent_coef not on a diffusion chain (its entropy is 0)."""
+        from policylab import recipes
+        from policylab.optimisers import optimiser_of
+
+        optimiser = optimiser_of(self.algo)
+        if optimiser != "adapg" and self.adapg_lam != type(self).model_fields["adapg_lam"].default:
+            users = [n for n in recipes.names() if optimiser_of(n) == "adapg"]
+            raise ValueError(
+                f"adapg_lam={self.adapg_lam} acts only with the adapg optimiser; "
+                f"algo={self.algo!r} uses {optimiser!r}: choose one of {', '.join(users)} "
+                "or leave adapg_lam unset"
+            )
+        if self.ent_coef and recipes.get(self.algo).policy == "diffusion_chain":
+            raise ValueError(
+                f"ent_coef={self.ent_coef} has no effect on algo={self.algo!r}: the diffusion "
+                "chain's entropy is 0 (DPPO has no entropy term); accepted: 0"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _init_policy(self) -> ControlConfig:
-        if self.init_policy is not None and not Path(self.init_policy).is_file():
+        """init_policy must be a file, unless the run folder holds a checkpoint: a resumed
+        run is its checkpoint and does not read the file (trainers/control.py)."""
+        resumable = any((self.folder / "checkpoints").glob("step_*/state.pt"))
+        if self.init_policy is not None and not Path(self.init_policy).is_file() and not resumable:
             raise ValueError(
                 f"init_policy={self.init_policy!r} is not a file; accepted: a policy file "
                 "written by ControlPolicy.save (or None for fresh weights)"
@@ -932,6 +958,12 @@ class ControlConfig(RunSchema):
     @property
     def iterations(self) -> int:
         return max(1, self.total_steps // (self.num_envs * self.num_steps))
+
+
+def policy_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A saved control config's fields for rebuilding its policy (inference, a run's
+    checkpoint): `init_policy`, the run's start file, is not read (it may be gone)."""
+    return {**fields, "init_policy": None} if "init_policy" in fields else fields
 
 
 # Tuned per-environment defaults, applied under the user's fields. Sources: rl-baselines3-zoo

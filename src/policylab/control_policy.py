@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from policylab.config import ConfigError, ControlConfig, load
+from policylab.config import ConfigError, ControlConfig, load, policy_fields
 from policylab.config_offpolicy import OffPolicyConfig, is_off_policy
 from policylab.envs.space_data import space_from_data, space_to_data
 from policylab.envs.user import make_env
@@ -214,7 +214,7 @@ def _control_config(fields: dict[str, Any], where: str) -> ControlConfig | OffPo
     """The run's config: an off-policy one (DDPG) or an on-policy control one."""
     schema = OffPolicyConfig if is_off_policy(fields.get("algo")) else ControlConfig
     try:
-        return load(schema, None, fields)
+        return load(schema, None, policy_fields(fields))
     except ConfigError as err:
         raise ValueError(
             f"{where}: not a control run (its config does not load as a ControlConfig: "

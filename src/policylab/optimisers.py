@@ -34,7 +34,7 @@ class AdaPG(torch.optim.Optimizer):
         weight_decay: float = 0.0,
     ) -> None:
         check_range("adapg", "lam", lam, low=0.0, high=1.0)
-        check_range("adapg", "lr", lr, low=0.0)
+        check_range("adapg", "lr", lr, low=0.0, finite=True)
         defaults = {"lr": lr, "lam": lam, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         super().__init__(params, defaults)
 
@@ -73,3 +73,11 @@ def adam(params, cfg) -> torch.optim.Optimizer:
 def adapg(params, cfg) -> torch.optim.Optimizer:
     """AdaPG with λ = cfg.adapg_lam and the trainer Adam's ε = 1e-5 (so λ = 1 is `adam`)."""
     return AdaPG(params, lr=cfg.lr, lam=cfg.adapg_lam, eps=1e-5)
+
+
+def optimiser_of(algo: str) -> str:
+    """The optimiser a recipe names in its training table (`optimiser`; default adam)."""
+    from policylab import recipes
+
+    training = recipes.get(algo).training
+    return training["optimiser"].value if "optimiser" in training else "adam"

@@ -151,7 +151,7 @@ def test_init_policy_starts_from_the_file_and_is_validated(tmp_path):
     with pytest.raises(ConfigError, match="init_policy"):
         load(ControlConfig, None, {"init_policy": str(tmp_path / "missing.pt")})
     ppo = tiny(tmp_path, "x", algo="ppo", init_policy=str(path))
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match="policy kind 'diffusion_chain'.*'mlp'"):
         train(ppo)
 
 
@@ -171,3 +171,115 @@ def test_pretrain_command_writes_a_policy_that_a_run_starts_from(tmp_path):
     assert out["transitions"] == 200 and out["bc_loss_last"] < out["bc_loss_first"]
     cfg = tiny(tmp_path, "ft", algo="adpo_provisional", init_policy=out["path"], total_steps=64)
     assert train(cfg).env_steps == 64
+
+
+def test_a_resumed_run_keeps_its_checkpoint_and_does_not_reload_init_policy(tmp_path):
+    # the checkpoint is the run's state: init_policy seeds a fresh run only, so a BC file
+    # rewritten (here: by a ppo policy, which does not fit) after the run started is not read
+    import gymnasium as gym
+
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    cfg = tiny(tmp_path, "r", algo="dppo", total_steps=64)
+    net, _ = policy_for_spaces(cfg, env.observation_space, env.action_space)
+    for p in net.eps_net.parameters():
+        p.data.fill_(0.01)
+    net.freeze_reference()
+    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(tmp_path / "bc.pt")
+    first = cfg.model_copy(update={"init_policy": str(path)})
+    train(first)
+    ppo_cfg = tiny(tmp_path, "p", algo="ppo")
+    other, _ = policy_for_spaces(ppo_cfg, env.observation_space, env.action_space)
+    ControlPolicy(other, ppo_cfg, env.observation_space, env.action_space).save(path)
+    result = train(first.model_copy(update={"total_steps": 2 * 64}), resume=True)
+    assert result.env_steps == 128
+    state = torch.load(Path(result.run_dir) / "checkpoints/step_2/state.pt", weights_only=False)
+    frozen = [v for k, v in state["policy"].items() if "eps_frozen" in k]
+    assert frozen and all(float(v.sub(0.01).abs().max()) == 0 for v in frozen)
+
+
+def test_adapg_lam_on_an_algorithm_without_the_adapg_optimiser_is_refused():
+    # adapg_lam would be silently ignored by dppo's (or ppo's) Adam
+    for algo in ("dppo", "ppo"):
+        with pytest.raises(ConfigError, match="adapg_lam"):
+            load_control(None, {"algo": algo, "task": "Pendulum-v1", "adapg_lam": 0.3})
+    ok = load_control(None, {"algo": "adpo_provisional", "task": "Pendulum-v1", "adapg_lam": 0.3})
+    assert ok.adapg_lam == 0.3
+
+
+def test_init_policy_of_another_policy_kind_is_refused_before_the_run_folder(tmp_path):
+    import gymnasium as gym
+
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    ppo_cfg = tiny(tmp_path, "p", algo="ppo")
+    net, _ = policy_for_spaces(ppo_cfg, env.observation_space, env.action_space)
+    path = ControlPolicy(net, ppo_cfg, env.observation_space, env.action_space).save(
+        tmp_path / "ppo.pt"
+    )
+    cfg = tiny(tmp_path, "d", algo="dppo", init_policy=str(path))
+    with pytest.raises(ValueError, match="policy kind 'mlp'.*'diffusion_chain'"):
+        train(cfg)
+    assert not Path(cfg.run_dir).exists()
+
+
+def test_warm_start_names_a_file_of_the_same_kind_that_does_not_fit(tmp_path):
+    from policylab.policies.diffusion_chain import DiffusionChainPolicy
+    from policylab.trainers.control import warm_start
+
+    torch.save({"policy": DiffusionChainPolicy(3, 1, hidden=(8,)).state_dict()}, tmp_path / "a.pt")
+    with pytest.raises(ValueError, match="does not fit"):
+        warm_start(DiffusionChainPolicy(3, 1, hidden=(16,)), str(tmp_path / "a.pt"))
+
+
+def test_a_run_resumes_after_its_init_policy_file_is_gone(tmp_path):
+    # e.g. the BC file was under /tmp: the checkpoint holds the run, so resuming needs no file
+    import gymnasium as gym
+
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    cfg = tiny(tmp_path, "g", algo="dppo", total_steps=64)
+    net, _ = policy_for_spaces(cfg, env.observation_space, env.action_space)
+    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(tmp_path / "bc.pt")
+    first = cfg.model_copy(update={"init_policy": str(path)})
+    train(first)
+    path.unlink()
+    again = load(ControlConfig, None, {**first.model_dump(), "total_steps": 2 * 64})
+    assert train(again, resume=True).env_steps == 128
+    with pytest.raises(ConfigError, match="init_policy"):  # a fresh run still needs it
+        load(ControlConfig, None, {**first.model_dump(), "run_dir": str(tmp_path / "new")})
+
+
+def test_a_saved_policy_of_an_init_policy_run_loads_without_the_bc_file(tmp_path):
+    # inference reads the weights; the run's start file (gone: /tmp, another machine) and
+    # its run folder are not needed
+    import shutil
+
+    import gymnasium as gym
+
+    from policylab.control_policy import load_policy
+    from policylab.trainers.control import policy_for_spaces
+
+    env = gym.make("Pendulum-v1")
+    cfg = tiny(tmp_path, "s", algo="dppo", total_steps=64)
+    net, _ = policy_for_spaces(cfg, env.observation_space, env.action_space)
+    path = ControlPolicy(net, cfg, env.observation_space, env.action_space).save(tmp_path / "bc.pt")
+    run = train(cfg.model_copy(update={"init_policy": str(path)}))
+    saved = load_policy(run.run_dir).save(tmp_path / "trained.pt")
+    path.unlink()
+    shutil.rmtree(run.run_dir)
+    policy = ControlPolicy.load(saved)
+    action, _ = policy.predict(env.reset(seed=0)[0])
+    assert action.shape == (1,)
+
+
+def test_ent_coef_on_the_diffusion_chain_is_refused():
+    # the chain's entropy is 0 by definition (DPPO has no entropy term): a bonus would be
+    # silently ignored
+    for algo in ("dppo", "adpo_provisional"):
+        with pytest.raises(ConfigError, match="ent_coef"):
+            load_control(None, {"algo": algo, "task": "Pendulum-v1", "ent_coef": 0.01})
+    assert load_control(None, {"algo": "ppo", "task": "Pendulum-v1", "ent_coef": 0.01})

@@ -140,3 +140,12 @@ def test_d1_is_an_alias_of_diffu_grpo():
     assert "alias of diffu_grpo" in d1.title
     assert d1.defaults == diffu.defaults
     assert (d1.advantage, d1.loss, d1.training) == (diffu.advantage, diffu.loss, diffu.training)
+
+
+def test_keep_checkpoints_is_read_by_the_mdm_run(mdm_dir, tmp_path):
+    # the run folder (trainers/run.py run_options) prunes by keep_checkpoints for every
+    # trainer, so the MDM trainer must not refuse it as unread
+    run_dir = tmp_path / "k"
+    train(algo="d1", **fields(mdm_dir, run_dir, steps=3, save_every=1, keep_checkpoints=1))
+    kept = sorted(p.name for p in (run_dir / "checkpoints").glob("step_*"))
+    assert kept == ["step_3"]

@@ -63,14 +63,20 @@ def check_range(
     high: float | None = None,
     low_open: bool = False,
     allow_none: bool = False,
+    finite: bool = False,
 ) -> None:
-    """Check `low <= value <= high` (strict on the low side when `low_open`)."""
+    """Check `low <= value <= high` (strict on the low side when `low_open`); NaN is
+    refused, ±inf is a number (e.g. clip = inf where `high` is None) unless `finite`."""
     if value is None:
         if allow_none:
             return
         raise ValueError(f"{owner}.{field} must be set, got None")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{owner}.{field} must be a number, got {value!r}")
+    if value != value:  # NaN: every comparison below is false, so it would pass
+        raise ValueError(f"{owner}.{field} = nan is not a number; it must be a number in range")
+    if finite and value in (float("inf"), float("-inf")):
+        raise ValueError(f"{owner}.{field} = {value!r}; it must be finite")
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and value > high
     if too_low or too_high:

@@ -227,7 +227,7 @@ class NLLOptions:
     batch: int = option(128, "inputs per update (>= N: the whole training set)")
 
     def __post_init__(self) -> None:
-        check_range("nll", "lr", self.lr, low=0.0, low_open=True)
+        check_range("nll", "lr", self.lr, low=0.0, low_open=True, finite=True)
         check_range("nll", "batch", self.batch, low=1)
 
 
@@ -299,7 +299,7 @@ class NLLToPOOptions:
         check_choice("nll_to_po", "reward_kind", self.reward_kind, ("full", "diag", "iso"))
         check_choice("nll_to_po", "transform", self.transform, ("none", "normalize", "loo"))
         for name in ("reward_init", "lam", "lr", "inner_lr", "outer_lr"):
-            check_range("nll_to_po", name, getattr(self, name), low=0.0, low_open=True)
+            check_range("nll_to_po", name, getattr(self, name), low=0.0, low_open=True, finite=True)
         for name in ("samples", "batch", "n_inner", "cg_maxiter"):
             check_range("nll_to_po", name, getattr(self, name), low=1)
         check_range("nll_to_po", "outer_steps", self.outer_steps, low=0)

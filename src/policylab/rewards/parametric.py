@@ -34,7 +34,7 @@ class MahalanobisReward(nn.Module):
         super().__init__()
         check_choice("mahalanobis_reward", "kind", kind, KINDS)
         check_range("mahalanobis_reward", "dim", dim, low=1)
-        check_range("mahalanobis_reward", "init", init, low=0.0, low_open=True)
+        check_range("mahalanobis_reward", "init", init, low=0.0, low_open=True, finite=True)
         self.dim, self.kind = dim, kind
         if kind == "full":
             self.raw_diag = nn.Parameter(torch.full((dim,), _inv_softplus(math.sqrt(init))))

@@ -25,10 +25,10 @@ from policylab import recipes
 from policylab.algebra.advantages import gae_over_time, masked_whiten
 from policylab.algebra.dppo import dppo_chain_advantages, dppo_chain_loss
 from policylab.algebra.generative import dppo_clip_schedule, dppo_denoise_discount
-from policylab.config import ControlConfig, load
+from policylab.config import ControlConfig, load, policy_fields
 from policylab.envs.space_data import space_from_data, space_to_data
 from policylab.envs.user import check_buildable, warn_without_time_limit
-from policylab.optimisers import optimisers
+from policylab.optimisers import optimiser_of, optimisers
 from policylab.policies import IQNLearner
 from policylab.policies.kinds import control_policies
 from policylab.recipes.compose import components
@@ -147,6 +147,8 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
         "loss": {"name": parts.loss.name, **asdict(parts.loss.options)},
         "value": {"name": parts.value.name, **asdict(parts.value.options)},
     }
+    if cfg.init_policy is not None and not resume:
+        check_init_policy(cfg)  # before the run folder: a file of another policy kind
     run = Run(
         cfg.folder,
         {**cfg.model_dump(), "resolved": resolved},
@@ -161,12 +163,7 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     spaces = saved_spaces(collector.envs)
     generator = torch.Generator().manual_seed(cfg.seed)
     params = policy.ppo_parameters() if hasattr(policy, "ppo_parameters") else policy.parameters()
-    if cfg.init_policy is not None:  # e.g. a behaviour-cloned diffusion chain (G7.3)
-        warm_start(policy, cfg.init_policy)
-    training = recipes.get(cfg.algo).training
-    optimiser = optimisers.get(training["optimiser"].value if "optimiser" in training else "adam")(
-        params, cfg
-    )
+    optimiser = optimisers.get(optimiser_of(cfg.algo))(params, cfg)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, lr_lambda(cfg, cfg.iterations))
     batch_size = cfg.num_envs * cfg.num_steps
 
@@ -193,6 +190,8 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
             collector.close()
             collector = make_collector(cfg, cfg.seed + start * cfg.num_envs)
         log.info("resumed %s at iteration %d", run.dir, start)
+    elif cfg.init_policy is not None:  # a fresh run only: a resumed one is its checkpoint
+        warm_start(policy, cfg.init_policy)  # e.g. a behaviour-cloned diffusion chain (G7.3)
 
     run.open_trackers()  # before the clock: their set-up is not training
     done.started = time.perf_counter()
@@ -328,6 +327,27 @@ def _train(cfg: ControlConfig, resume: bool, callbacks=()) -> ControlResult:
     return ControlResult(str(run.dir), evals, env_steps, seconds, solved_at)
 
 
+def check_init_policy(cfg: ControlConfig) -> None:
+    """init_policy must be a ControlPolicy.save file whose run's policy kind (recipes'
+    `policy`) is this run's: e.g. a ppo (mlp) file cannot start a dppo (diffusion_chain)
+    run. Shapes are checked when the weights load (`warm_start`)."""
+    data = torch.load(Path(cfg.init_policy), weights_only=True, map_location="cpu")
+    saved = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(saved, dict) or "policy" not in data:
+        raise ValueError(
+            f"init_policy={cfg.init_policy!r}: not a policy file written by ControlPolicy.save"
+        )
+    theirs = recipes.get(saved.get("algo", "ppo")).policy
+    ours = recipes.get(cfg.algo).policy
+    if theirs != ours:
+        raise ValueError(
+            f"init_policy={cfg.init_policy!r} holds a {saved.get('algo')!r} policy (policy kind "
+            f"{theirs!r}); algo={cfg.algo!r} uses policy kind {ours!r}: start it from a file "
+            f"of a {ours!r} run (dppo, adpo_provisional: python -m "
+            "policylab.pretrain_diffusion_policy)"
+        )
+
+
 def warm_start(policy: torch.nn.Module, path: str) -> None:
     """Load the weights (and observation statistics) of a ControlPolicy.save file."""
     data = torch.load(Path(path), weights_only=True, map_location="cpu")
@@ -349,7 +369,7 @@ def load_policy(run_dir: str | Path) -> torch.nn.Module:
     if path is None:
         raise FileNotFoundError(f"{run_dir}: no checkpoint to load a policy from")
     state = load_state(path / "state.pt")
-    cfg = load(ControlConfig, None, state["config"])
+    cfg = load(ControlConfig, None, policy_fields(state["config"]))
     if state.get("spaces") is not None:  # no environment needed (one given in Python, too)
         spaces = state["spaces"]
         observation, action = (

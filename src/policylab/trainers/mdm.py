@@ -86,7 +86,7 @@ READS = {
     "algo", "task", "task_knobs", "model", "seed", "steps", "prompts_per_step",
     "samples_per_prompt", "epochs", "lr", "weight_decay", "grad_clip", "temperature",
     "advantage", "loss", "train_pool", "eval_every", "eval_n", "eval_seed", "save_every",
-    "run_dir", "progress", "report_to", "max_samples",
+    "run_dir", "progress", "report_to", "max_samples", "keep_checkpoints",
 }  # fmt: skip
 
 

@@ -30,8 +30,10 @@ class ScheduleRun:
 
     @classmethod
     def from_table(cls, table: dict, score_at_sampling: bool) -> ScheduleRun:
-        check_range("co_grpo", "schedule_coef", table["schedule_coef"], low=0.0)
-        check_range("co_grpo", "schedule_lr", table["schedule_lr"], low=0.0, low_open=True)
+        check_range("co_grpo", "schedule_coef", table["schedule_coef"], low=0.0, finite=True)
+        check_range(
+            "co_grpo", "schedule_lr", table["schedule_lr"], low=0.0, low_open=True, finite=True
+        )
         std = tuple(float(s) for s in table["schedule_std"])
         if len(std) != 2 or min(std) <= 0:
             raise ValueError(f"schedule_std = {std!r}; accepted: two values > 0 (log τ, logit q)")

@@ -55,9 +55,10 @@ class ImplicitOptions:
     def __post_init__(self) -> None:
         for name in ("n_inner", "samples", "cg_maxiter"):
             check_range("bilevel", name, getattr(self, name), low=1)
-        for name in ("inner_lr", "outer_lr", "inner_clip", "outer_clip"):
+        for name in ("inner_lr", "outer_lr", "lam"):
+            check_range("bilevel", name, getattr(self, name), low=0.0, low_open=True, finite=True)
+        for name in ("inner_clip", "outer_clip"):  # inf: no clamp
             check_range("bilevel", name, getattr(self, name), low=0.0, low_open=True)
-        check_range("bilevel", "lam", self.lam, low=0.0, low_open=True)
         check_choice("bilevel", "transform", self.transform, ("none", "loo"))
         if self.transform == "loo":
             check_range("bilevel", "samples", self.samples, low=2)
