@@ -63,14 +63,19 @@ def check_range(
     high: float | None = None,
     low_open: bool = False,
     allow_none: bool = False,
+    finite: bool = False,
 ) -> None:
-    """Check `low <= value <= high` (strict on the low side when `low_open`)."""
+    """Check `low <= value <= high` (strict on the low side when `low_open`); NaN is
+    always refused, ±inf too when `finite`."""
     if value is None:
         if allow_none:
             return
         raise ValueError(f"{owner}.{field} must be set, got None")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{owner}.{field} must be a number, got {value!r}")
+    if value != value or (finite and value in (float("inf"), float("-inf"))):
+        kind = "a finite number" if finite else "a number, not NaN"
+        raise ValueError(f"{owner}.{field} = {value!r}; it must be {kind}")
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and value > high
     if too_low or too_high:

@@ -249,6 +249,10 @@ class ORWOptions:
         check_range("orw_cfm_w2", "batch", self.batch, low=1)
         check_range("orw_cfm_w2", "refresh_every", self.refresh_every, low=1)
         check_range("orw_cfm_w2", "alpha", self.alpha, low=0.0)
+        check_range("orw_cfm_w2", "beta", self.beta, low=0.0, finite=True)  # 0: plain CFM
+        check_range("orw_cfm_w2", "lr", self.lr, low=0.0, low_open=True)
+        for name in ("weight_decay", "grad_clip"):
+            check_range("orw_cfm_w2", name, getattr(self, name), low=0.0)
 
 
 def orw_init(problem, options: ORWOptions, generator):
@@ -331,8 +335,14 @@ class FlowGRPOOptions:
     def __post_init__(self) -> None:
         check_range("flow_grpo_sde", "group_size", self.group_size, low=2)
         check_range("flow_grpo_sde", "groups", self.groups, low=1)
-        check_range("flow_grpo_sde", "noise_level", self.noise_level, low=0.0, low_open=True)
+        check_range(
+            "flow_grpo_sde", "noise_level", self.noise_level, low=0.0, low_open=True, finite=True
+        )
         check_range("flow_grpo_sde", "epochs", self.epochs, low=1)
+        for name in ("eps_clip", "lr"):
+            check_range("flow_grpo_sde", name, getattr(self, name), low=0.0, low_open=True)
+        for name in ("weight_decay", "grad_clip"):
+            check_range("flow_grpo_sde", name, getattr(self, name), low=0.0)
 
 
 def fgrpo_init(problem, options: FlowGRPOOptions, generator):
