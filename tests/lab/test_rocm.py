@@ -140,3 +140,12 @@ def test_describe_finds_the_step_in_its_file(algo):
 
     method = lab_methods.get(algo)
     assert inspect.getfile(method.step).endswith("lab/rocm.py")  # `policylab describe`
+
+
+def test_the_generator_methods_share_one_learn_step_and_policy_reader():
+    """One home (lab/dgpo.py) for the clip-grad → optimiser step → step count of every
+    continuous-generator method, and for reading the policy out of the state."""
+    from policylab.lab import dgpo, dpg_t2i, rocm
+
+    assert rocm._learn is dgpo._learn and dpg_t2i._learn is dgpo._learn
+    assert rocm.policy_of is dgpo.policy_of and dpg_t2i._policy is dgpo.policy_of

@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from policylab.algebra import dpg
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method, lab_tasks
+from policylab.lab.dgpo import _learn
+from policylab.lab.dgpo import policy_of as _policy
 from policylab.lab.digits import base_digits_flow, classifier_a, classifier_b, pair_dist
 from policylab.lab.digits_data import CLASSES, DIM, load_digits_split
 from policylab.lab.generator_task import GeneratorTask
@@ -282,10 +284,6 @@ def _restore(problem, options, saved) -> dict:
     return state
 
 
-def _policy(problem, state) -> DiffusionPolicy:
-    return state["policy"]
-
-
 def _rows(problem, options, generator):
     """A batch of `batch` instance rows (references drawn with replacement) and as many
     prior rows: x_0 [2b, 64], conditions [2b, 11], τ ~ U[0, 1] [2b, 1], ε [2b, 64]."""
@@ -301,15 +299,6 @@ def _rows(problem, options, generator):
     tau = torch.rand(2 * b, 1, generator=generator)
     eps = torch.randn(2 * b, DIM, generator=generator)
     return x0, cond, tau, eps
-
-
-def _learn(state, loss, grad_clip) -> float:
-    state["opt"].zero_grad()
-    loss.backward()
-    norm = torch.nn.utils.clip_grad_norm_(state["policy"].trainable(), grad_clip)
-    state["opt"].step()
-    state["step"] += 1
-    return float(norm)
 
 
 def dreambooth_step(problem, state, options, generator):

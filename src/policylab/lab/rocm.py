@@ -28,7 +28,7 @@ from policylab.algebra.losses import PPOClipOptions, ppo_clip_loss
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
 from policylab.lab.cache import cache_dir
-from policylab.lab.dgpo import checkpoint
+from policylab.lab.dgpo import _learn, checkpoint, policy_of
 from policylab.lab.generator_task import GENERATOR_TASKS, generator_task
 from policylab.policies.consistency import (
     ConsistencyPolicy,
@@ -70,19 +70,6 @@ def _restore(problem, options, saved) -> dict:
     state["opt"].load_state_dict(saved["opt"])
     state["step"] = saved["step"]
     return state
-
-
-def policy_of(problem, state) -> ConsistencyPolicy:
-    return state["policy"]
-
-
-def _learn(state, loss, grad_clip) -> float:
-    state["opt"].zero_grad()
-    loss.backward()
-    norm = torch.nn.utils.clip_grad_norm_(state["policy"].trainable(), grad_clip)
-    state["opt"].step()
-    state["step"] += 1
-    return float(norm)
 
 
 def _flat(states: torch.Tensor, taus: torch.Tensor, cond):
