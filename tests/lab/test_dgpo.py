@@ -151,3 +151,14 @@ def test_nan_inf_and_negative_options_are_refused(owner, bad):
     cls = {"dgpo": DGPOOptions, "orw_cfm_w2": ORWOptions, "flow_grpo_sde": FlowGRPOOptions}
     with pytest.raises(ValueError, match=f"{owner}.*{next(iter(bad))}"):
         cls[owner](**bad)
+
+
+def test_a_trunc_beyond_the_chain_is_refused_at_init_before_any_work():
+    """trunc + 1 > K (the flow's Euler steps) is known when the run starts: init refuses
+    it (it was refused only inside the first step)."""
+    from policylab.lab.dgpo import DGPOOptions
+
+    problem = build("lab/ring", 0, **KNOBS)
+    options = DGPOOptions(trunc=10, timesteps=2)  # K = 10: levels 0..10 do not exist
+    with pytest.raises(ValueError, match="trunc = 10 needs trunc \\+ 1 <= K = 10"):
+        lab_methods.get("dgpo").init(problem, options, torch.Generator().manual_seed(0))

@@ -128,6 +128,9 @@ class DGPOOptions:
 
 def dgpo_init(problem, options: DGPOOptions, generator):
     state = _fresh(problem, options.lr, options.weight_decay)
+    if options.trunc + 1 > state["policy"].steps:  # the training levels must lie on the chain
+        K = state["policy"].steps
+        raise ValueError(f"dgpo.trunc = {options.trunc} needs trunc + 1 <= K = {K}")
     state["ema"] = _copy_without_reference(state["policy"])
     return state
 
@@ -136,8 +139,6 @@ def dgpo_step(problem, state, options: DGPOOptions, generator):
     policy, ema = state["policy"], state["ema"]
     G, n_groups = options.group_size, options.groups
     B = G * n_groups
-    if options.trunc + 1 > policy.steps:
-        raise ValueError(f"dgpo.trunc = {options.trunc} needs trunc + 1 <= K = {policy.steps}")
     # 1. rollouts with the deterministic ODE (the EMA weights after switch_ema_ref)
     roller = ema if state["step"] >= options.switch_ema_ref else policy
     task = generator_task(problem)
