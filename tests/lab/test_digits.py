@@ -171,3 +171,13 @@ def test_arena_spec_accepts_the_digits():
         overrides={"knobs": KNOBS},
     )
     assert spec.budget_unit == "generated samples"
+
+
+def test_the_flow_cache_file_does_not_depend_on_how_label_noise_is_spelled():
+    """`policylab pretrain digits_flow label_noise=0` (an int from the command line) must
+    fill the file `lab/digits` (which passes float(label_noise)) reads."""
+    from policylab.lab.digits_models import digits_flow_path
+
+    assert digits_flow_path(0, 10, 0) == digits_flow_path(0, 10, 0.0)
+    assert digits_flow_path(0, 10, 1) == digits_flow_path(0, 10, 1.0)
+    assert digits_flow_path(0, 10, 0.5) != digits_flow_path(0, 10, 0.25)
