@@ -149,3 +149,5 @@ def test_the_generator_methods_share_one_learn_step_and_policy_reader():
 
     assert rocm._learn is dgpo._learn and dpg_t2i._learn is dgpo._learn
     assert rocm.policy_of is dgpo.policy_of and dpg_t2i._policy is dgpo.policy_of
+    # flow_grpo_sde and rlcm: one grpo + ppo_clip update over stored chains
+    assert rocm.chain_ppo_update is dgpo.chain_ppo_update

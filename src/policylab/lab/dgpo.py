@@ -87,6 +87,26 @@ def _learn(state, loss, grad_clip) -> float:
     return float(norm)
 
 
+def chain_ppo_update(state, rewards, old_logprobs, group_size: int, logprobs, options):
+    """The likelihood update over stored chains (flow_grpo_sde, rlcm): each sample a row,
+    its stochastic steps the token axis (G0.2), consecutive groups of `group_size`; the
+    registered `grpo` advantages and `ppo_clip` (±options.eps_clip), `options.epochs`
+    passes, each one `_learn` step. `logprobs()` re-scores the chains under the current
+    weights [B, T]. Returns (last loss, its ppo_clip metrics, last grad norm)."""
+    rows = Rollouts(
+        rewards=rewards,
+        response_mask=torch.ones_like(old_logprobs),
+        group_ids=torch.arange(rewards.shape[0]) // group_size,
+        logprobs=old_logprobs,
+    )
+    adv = grpo_advantages(rows, GRPOOptions())
+    cfg = PPOClipOptions(eps_low=options.eps_clip, eps_high=options.eps_clip)
+    for _ in range(options.epochs):
+        loss, pg = ppo_clip_loss(logprobs(), rows.logprobs, adv, rows.response_mask, cfg)
+        norm = _learn(state, loss, options.grad_clip)
+    return loss, pg, norm
+
+
 def _drift(policy, xt, tau, v, cond=None) -> torch.Tensor:
     """mean_d (v̂_θ − v̂_ref)² per row at the same (x^τ, τ, c) (the W2 / KL term, G0.5)."""
     return ((v - policy.ref_velocity(xt, tau, cond)) ** 2).mean(-1)
@@ -358,20 +378,15 @@ def fgrpo_step(problem, state, options: FlowGRPOOptions, generator):
     task = generator_task(problem)
     cond = task.group_conditions(n_groups, G, generator)
     out = policy.sample("sde_flow", B, cond=cond, generator=generator, a=options.noise_level)
-    rows = Rollouts(
-        rewards=task.reward(out.sample, cond),
-        response_mask=torch.ones_like(out.logprobs),
-        group_ids=torch.arange(n_groups).repeat_interleave(G),
-        logprobs=out.logprobs,
-        extras={"chain": out.chain, "x_noise": out.x_noise},
-    )
     # 2. the registered grpo advantages and ppo_clip loss, unchanged
-    adv = grpo_advantages(rows, GRPOOptions())
-    cfg = PPOClipOptions(eps_low=options.eps_clip, eps_high=options.eps_clip)
-    for _ in range(options.epochs):
-        logp = chain_logprobs(policy, rows.extras["chain"], out.taus, cond, a=options.noise_level)
-        loss, pg = ppo_clip_loss(logp, rows.logprobs, adv, rows.response_mask, cfg)
-        norm = _learn(state, loss, options.grad_clip)
+    loss, pg, norm = chain_ppo_update(
+        state,
+        task.reward(out.sample, cond),
+        out.logprobs,
+        G,
+        lambda: chain_logprobs(policy, out.chain, out.taus, cond, a=options.noise_level),
+        options,
+    )
     with torch.no_grad():
         K = out.taus.shape[0]
         xt, tau = out.chain[:, :-1].reshape(-1, task.dim), out.taus.repeat(B).unsqueeze(-1)

@@ -22,13 +22,11 @@ from dataclasses import dataclass
 
 import torch
 
-from policylab.algebra.advantages import GRPOOptions, grpo_advantages
 from policylab.algebra.divergence import gaussian_divergence, rocm_loss
-from policylab.algebra.losses import PPOClipOptions, ppo_clip_loss
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
 from policylab.lab.cache import cache_dir
-from policylab.lab.dgpo import _learn, checkpoint, policy_of
+from policylab.lab.dgpo import _learn, chain_ppo_update, checkpoint, policy_of
 from policylab.lab.generator_task import GENERATOR_TASKS, generator_task
 from policylab.policies.consistency import (
     ConsistencyPolicy,
@@ -37,7 +35,6 @@ from policylab.policies.consistency import (
     consistency_logprobs,
 )
 from policylab.recipes.base import S
-from policylab.rollouts import Rollouts
 from policylab.tabular.methods import TabularMethod
 
 SPEC = "[spec G4.2]"
@@ -263,20 +260,15 @@ def rlcm_step(problem, state, options: RLCMOptions, generator):
     with torch.no_grad():
         out = policy.sample("consistency", B, cond=cond, generator=generator)
         old = consistency_logprobs(policy, out.chain, out.taus, cond)
-    rows = Rollouts(
-        rewards=task.reward(out.sample, cond),
-        response_mask=torch.ones_like(old),
-        group_ids=torch.arange(n_groups).repeat_interleave(G),
-        logprobs=old,
-        extras={"chain": out.chain, "x_noise": out.x_noise},
+    # 2. the registered grpo advantages and ppo_clip loss, unchanged (as flow_grpo_sde)
+    loss, pg, norm = chain_ppo_update(
+        state,
+        task.reward(out.sample, cond),
+        old,
+        G,
+        lambda: consistency_logprobs(policy, out.chain, out.taus, cond),
+        options,
     )
-    # 2. the registered grpo advantages and ppo_clip loss, unchanged
-    adv = grpo_advantages(rows, GRPOOptions())
-    cfg = PPOClipOptions(eps_low=options.eps_clip, eps_high=options.eps_clip)
-    for _ in range(options.epochs):
-        logp = consistency_logprobs(policy, rows.extras["chain"], out.taus, cond)
-        loss, pg = ppo_clip_loss(logp, rows.logprobs, adv, rows.response_mask, cfg)
-        norm = _learn(state, loss, options.grad_clip)
     with torch.no_grad():
         drift = float((clean_gap(policy, out.chain[:, : policy.steps], out.taus, cond) ** 2).mean())
     metrics = {
