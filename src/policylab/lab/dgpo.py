@@ -140,10 +140,12 @@ class DGPOOptions:
                 "noise levels it draws from without replacement"
             )
         check_range("dgpo", "clip", self.clip, low=0.0)
-        for name in ("beta_dpo", "adv_clip", "lr"):  # 0 would train on nothing
-            check_range("dgpo", name, getattr(self, name), low=0.0, low_open=True)
-        for name in ("beta_kl", "weight_decay", "grad_clip"):
-            check_range("dgpo", name, getattr(self, name), low=0.0)
+        for name in ("beta_dpo", "lr"):  # 0 would train on nothing; inf gives inf/NaN
+            check_range("dgpo", name, getattr(self, name), low=0.0, low_open=True, finite=True)
+        check_range("dgpo", "adv_clip", self.adv_clip, low=0.0, low_open=True)  # inf: no clip
+        for name in ("beta_kl", "weight_decay"):
+            check_range("dgpo", name, getattr(self, name), low=0.0, finite=True)
+        check_range("dgpo", "grad_clip", self.grad_clip, low=0.0, low_open=True)  # 0: no step
 
 
 def dgpo_init(problem, options: DGPOOptions, generator):
@@ -269,11 +271,10 @@ class ORWOptions:
     def __post_init__(self) -> None:
         check_range("orw_cfm_w2", "batch", self.batch, low=1)
         check_range("orw_cfm_w2", "refresh_every", self.refresh_every, low=1)
-        check_range("orw_cfm_w2", "alpha", self.alpha, low=0.0)
-        check_range("orw_cfm_w2", "beta", self.beta, low=0.0, finite=True)  # 0: plain CFM
-        check_range("orw_cfm_w2", "lr", self.lr, low=0.0, low_open=True)
-        for name in ("weight_decay", "grad_clip"):
-            check_range("orw_cfm_w2", name, getattr(self, name), low=0.0)
+        for name in ("alpha", "beta", "weight_decay"):  # beta 0: plain CFM
+            check_range("orw_cfm_w2", name, getattr(self, name), low=0.0, finite=True)
+        check_range("orw_cfm_w2", "lr", self.lr, low=0.0, low_open=True, finite=True)
+        check_range("orw_cfm_w2", "grad_clip", self.grad_clip, low=0.0, low_open=True)
 
 
 def orw_init(problem, options: ORWOptions, generator):
@@ -360,10 +361,10 @@ class FlowGRPOOptions:
             "flow_grpo_sde", "noise_level", self.noise_level, low=0.0, low_open=True, finite=True
         )
         check_range("flow_grpo_sde", "epochs", self.epochs, low=1)
-        for name in ("eps_clip", "lr"):
-            check_range("flow_grpo_sde", name, getattr(self, name), low=0.0, low_open=True)
-        for name in ("weight_decay", "grad_clip"):
-            check_range("flow_grpo_sde", name, getattr(self, name), low=0.0)
+        check_range("flow_grpo_sde", "eps_clip", self.eps_clip, low=0.0, low_open=True)
+        check_range("flow_grpo_sde", "lr", self.lr, low=0.0, low_open=True, finite=True)
+        check_range("flow_grpo_sde", "weight_decay", self.weight_decay, low=0.0, finite=True)
+        check_range("flow_grpo_sde", "grad_clip", self.grad_clip, low=0.0, low_open=True)
 
 
 def fgrpo_init(problem, options: FlowGRPOOptions, generator):

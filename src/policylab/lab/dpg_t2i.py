@@ -216,9 +216,9 @@ class PersonalOptions:
 
     def __post_init__(self) -> None:
         check_range(self.NAME, "batch", self.batch, low=1)
-        check_range(self.NAME, "prior_weight", self.prior_weight, low=0.0)
-        check_range(self.NAME, "lr", self.lr, low=0.0, low_open=True)
-        check_range(self.NAME, "weight_decay", self.weight_decay, low=0.0)
+        check_range(self.NAME, "prior_weight", self.prior_weight, low=0.0, finite=True)
+        check_range(self.NAME, "lr", self.lr, low=0.0, low_open=True, finite=True)
+        check_range(self.NAME, "weight_decay", self.weight_decay, low=0.0, finite=True)
         check_range(self.NAME, "grad_clip", self.grad_clip, low=0.0, low_open=True)
 
 
@@ -234,7 +234,7 @@ class DPGOptions(PersonalOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_range(self.NAME, "gamma", self.gamma, low=0.0, high=1.0, low_open=True)
-        check_range(self.NAME, "critic_lr", self.critic_lr, low=0.0, low_open=True)
+        check_range(self.NAME, "critic_lr", self.critic_lr, low=0.0, low_open=True, finite=True)
         check_range(self.NAME, "critic_hidden", self.critic_hidden, low=1)
 
 

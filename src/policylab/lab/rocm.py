@@ -91,9 +91,9 @@ def _check_common(owner: str, o) -> None:
             "n-step grid j/n must lie on the distillation grid)"
         )
     check_range(owner, "distill_steps", o.distill_steps, low=0)
-    check_range(owner, "lr", o.lr, low=0.0, low_open=True)
-    for name in ("weight_decay", "grad_clip"):
-        check_range(owner, name, getattr(o, name), low=0.0)
+    check_range(owner, "lr", o.lr, low=0.0, low_open=True, finite=True)
+    check_range(owner, "weight_decay", o.weight_decay, low=0.0, finite=True)
+    check_range(owner, "grad_clip", o.grad_clip, low=0.0, low_open=True)  # 0: no step
 
 
 # ---- ROCM (pathwise) -----------------------------------------------------------------------
@@ -113,7 +113,7 @@ class ROCMOptions:
         check_range("rocm", "batch", self.batch, low=1)
         _check_common("rocm", self)
         for name in ("beta", "beta_last"):
-            check_range("rocm", name, getattr(self, name), low=0.0)
+            check_range("rocm", name, getattr(self, name), low=0.0, finite=True)
 
 
 def rocm_init(problem, options: ROCMOptions, generator, *, kind: str):
