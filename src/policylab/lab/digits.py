@@ -31,7 +31,7 @@ from policylab.lab.digits_models import (
     classifier_b,
     one_hot,
 )
-from policylab.lab.generator_task import GeneratorTask
+from policylab.lab.generator_task import GeneratorTask, generator_problem, ode_samples
 from policylab.rewards.generated import digit_prob, heldout_digit_prob
 from policylab.tabular.methods import Problem
 
@@ -75,11 +75,6 @@ def uniform_labels(n: int, generator: torch.Generator | None) -> torch.Tensor:
     return one_hot(torch.randint(CLASSES, (n,), generator=generator))
 
 
-@torch.no_grad()
-def ode_samples(policy, noise: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-    return policy.sample("ode_euler", noise.shape[0], x_noise=noise, cond=cond).sample
-
-
 def digits(
     seed: int,
     base_seed: int = 0,
@@ -117,25 +112,15 @@ def digits(
     def metrics(policy) -> dict[str, float]:
         return digit_metrics(ode_samples(policy, noise, labels), labels, clf_a, clf_b)
 
-    return Problem(
-        mdp=base,
-        value=value,
-        optimum=1.0,
-        initial_policy=base,
-        budget_unit="generated samples",
-        extras={
-            "metrics": metrics,
-            "eval_noise": noise,
-            "eval_labels": labels,
-            "classifiers": (clf_a, clf_b),
-            "generator": GeneratorTask(
-                dim=DIM,
-                reward=reward,
-                batch_metrics=functools.partial(digit_metrics, clf_a=clf_a, clf_b=clf_b),
-                conditions=uniform_labels,
-                differentiable_reward=reward,
-            ),
-        },
+    task = GeneratorTask(
+        dim=DIM,
+        reward=reward,
+        batch_metrics=functools.partial(digit_metrics, clf_a=clf_a, clf_b=clf_b),
+        conditions=uniform_labels,
+        differentiable_reward=reward,
+    )
+    return generator_problem(
+        base, value, metrics, task, eval_noise=noise, eval_labels=labels, classifiers=(clf_a, clf_b)
     )
 
 

@@ -33,7 +33,7 @@ from policylab.lab.dgpo import _learn
 from policylab.lab.dgpo import policy_of as _policy
 from policylab.lab.digits import base_digits_flow, classifier_a, classifier_b, pair_dist
 from policylab.lab.digits_data import CLASSES, DIM, load_digits_split
-from policylab.lab.generator_task import GeneratorTask
+from policylab.lab.generator_task import GeneratorTask, ode_samples
 from policylab.policies.diffusion import DiffusionPolicy
 from policylab.policies.residual_critic import CriticOnResidual
 from policylab.recipes.base import S
@@ -85,11 +85,6 @@ def subject_images(subject: int) -> torch.Tensor:
     exemplar = threes[chosen[subject]]
     order = torch.cdist(exemplar[None], threes)[0].argsort()
     return threes[order[:SUBJECT_SIZE]].clone()  # order[0] is the exemplar itself
-
-
-@torch.no_grad()
-def ode_samples(policy, noise: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-    return policy.sample("ode_euler", noise.shape[0], x_noise=noise, cond=cond).sample
 
 
 @torch.no_grad()
