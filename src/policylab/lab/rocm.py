@@ -1,6 +1,7 @@
 """ROCM and its policy-gradient comparator RLCM on the lab generator tasks
 (papers/seed_generative.md G4; Shekhar & Zhang, arXiv:2503.06171 — abstract only, no code:
-every ROCM method is `_provisional`).
+every regularised ROCM method is `_provisional`; `rocm_none`, the pathwise reward alone on
+the same inferred sampler, keeps the spec's name, G4.2).
 
 Both fine-tune the same distilled n-step consistency model (policies/consistency.py), built
 from the task's base flow (problem.mdp) and cached. One step = `batch` generated samples
