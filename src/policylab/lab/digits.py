@@ -55,7 +55,9 @@ def nn_dist(samples: torch.Tensor) -> float:
 
 def digit_metrics(samples, cond, clf_a, clf_b) -> dict[str, float]:
     """G0.8 on the digits: reward/mean (A), reward/heldout (B), reward/gap (A − B),
-    digits/acc_a (argmax A = label), div/pair_dist, fid/nn_dist."""
+    digits/acc_a (argmax A = label), div/pair_dist, fid/nn_dist. The rewards and the
+    accuracy read clamp(x, −1, 1); the two distances read the samples as drawn, so pixels
+    outside the box show (real images, in the box, have pair distance 6.06)."""
     with torch.no_grad():
         a = float(digit_prob(samples, cond, classifier=clf_a).mean())
         b = float(heldout_digit_prob(samples, cond, classifier=clf_b).mean())
