@@ -120,3 +120,45 @@ def test_an_unreadable_cached_base_is_rebuilt(tmp_path, monkeypatch):
     again = ring.base_ring_flow(0, steps=20)
     for a, b in zip(first.velocity_net.parameters(), again.velocity_net.parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "owner,bad",
+    [
+        ("dgpo", {"beta_dpo": NAN}),
+        ("dgpo", {"lr": NAN}),
+        ("orw_cfm_w2", {"beta": NAN}),
+        ("orw_cfm_w2", {"beta": float("inf")}),
+        ("orw_cfm_w2", {"lr": 0.0}),
+        ("orw_cfm_w2", {"grad_clip": -1.0}),
+        ("orw_cfm_w2", {"weight_decay": -0.1}),
+        ("flow_grpo_sde", {"eps_clip": -0.2}),
+        ("flow_grpo_sde", {"eps_clip": NAN}),
+        ("flow_grpo_sde", {"lr": -1.0}),
+        ("flow_grpo_sde", {"grad_clip": -1.0}),
+        ("flow_grpo_sde", {"noise_level": float("inf")}),
+    ],
+)
+def test_nan_inf_and_negative_options_are_refused(owner, bad):
+    """Every numeric option of the three methods is checked: NaN, an infinite β or noise
+    level, a negative clip or learning rate would train on garbage (clip_grad_norm_ with a
+    negative max_norm flips the gradient)."""
+    from policylab.lab.dgpo import DGPOOptions, FlowGRPOOptions, ORWOptions
+
+    cls = {"dgpo": DGPOOptions, "orw_cfm_w2": ORWOptions, "flow_grpo_sde": FlowGRPOOptions}
+    with pytest.raises(ValueError, match=f"{owner}.*{next(iter(bad))}"):
+        cls[owner](**bad)
+
+
+def test_a_trunc_beyond_the_chain_is_refused_at_init_before_any_work():
+    """trunc + 1 > K (the flow's Euler steps) is known when the run starts: init refuses
+    it (it was refused only inside the first step)."""
+    from policylab.lab.dgpo import DGPOOptions
+
+    problem = build("lab/ring", 0, **KNOBS)
+    options = DGPOOptions(trunc=10, timesteps=2)  # K = 10: levels 0..10 do not exist
+    with pytest.raises(ValueError, match="trunc = 10 needs trunc \\+ 1 <= K = 10"):
+        lab_methods.get("dgpo").init(problem, options, torch.Generator().manual_seed(0))

@@ -171,3 +171,24 @@ def test_arena_spec_accepts_the_digits():
         overrides={"knobs": KNOBS},
     )
     assert spec.budget_unit == "generated samples"
+
+
+def test_the_flow_cache_file_does_not_depend_on_how_label_noise_is_spelled():
+    """`policylab pretrain digits_flow label_noise=0` (an int from the command line) must
+    fill the file `lab/digits` (which passes float(label_noise)) reads."""
+    from policylab.lab.digits_models import digits_flow_path
+
+    assert digits_flow_path(0, 10, 0) == digits_flow_path(0, 10, 0.0)
+    assert digits_flow_path(0, 10, 1) == digits_flow_path(0, 10, 1.0)
+    assert digits_flow_path(0, 10, 0.5) != digits_flow_path(0, 10, 0.25)
+
+
+def test_the_generator_tasks_share_one_evaluation_sampler_and_problem_builder():
+    """One home (lab/generator_task.py) for the fixed-noise ODE evaluation sampler and the
+    Problem every continuous-generator task returns."""
+    from policylab.lab import digits, dpg_t2i, generator_task, ring
+
+    for module in (ring, digits, dpg_t2i):
+        assert module.ode_samples is generator_task.ode_samples
+    for module in (ring, digits):
+        assert module.generator_problem is generator_task.generator_problem

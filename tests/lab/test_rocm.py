@@ -140,3 +140,47 @@ def test_describe_finds_the_step_in_its_file(algo):
 
     method = lab_methods.get(algo)
     assert inspect.getfile(method.step).endswith("lab/rocm.py")  # `policylab describe`
+
+
+def test_the_generator_methods_share_one_learn_step_and_policy_reader():
+    """One home (lab/dgpo.py) for the clip-grad → optimiser step → step count of every
+    continuous-generator method, and for reading the policy out of the state."""
+    from policylab.lab import dgpo, dpg_t2i, rocm
+
+    assert rocm._learn is dgpo._learn and dpg_t2i._learn is dgpo._learn
+    assert rocm.policy_of is dgpo.policy_of and dpg_t2i._policy is dgpo.policy_of
+    # flow_grpo_sde and rlcm: one grpo + ppo_clip update over stored chains
+    assert rocm.chain_ppo_update is dgpo.chain_ppo_update
+
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize(
+    "algo,bad",
+    [
+        ("dgpo", {"beta_dpo": INF}),
+        ("dgpo", {"lr": INF}),
+        ("dgpo", {"grad_clip": 0.0}),
+        ("orw_cfm_w2", {"alpha": INF}),
+        ("orw_cfm_w2", {"grad_clip": 0.0}),
+        ("flow_grpo_sde", {"lr": INF}),
+        ("flow_grpo_sde", {"grad_clip": 0.0}),
+        ("ac_flow_provisional", {"beta": INF}),
+        ("ac_flow_provisional", {"critic_lr": INF}),
+        ("ac_flow_provisional", {"grad_clip": 0.0}),
+        ("rocm_kl_provisional", {"beta": INF}),
+        ("rocm_kl_provisional", {"lr": INF}),
+        ("rocm_kl_provisional", {"grad_clip": 0.0}),
+        ("rlcm", {"grad_clip": 0.0}),
+        ("dpg_t2i", {"prior_weight": INF}),
+        ("dpg_t2i", {"lr": INF}),
+    ],
+)
+def test_an_infinite_weight_or_rate_and_a_zero_grad_clip_are_refused(algo, bad):
+    """β = inf or lr = inf makes the first loss or step inf/NaN; grad_clip = 0 scales every
+    gradient to zero (clip_grad_norm_ with max_norm 0), a run that never learns."""
+    import policylab.lab.dpg_t2i  # noqa: F401  (registers dpg_t2i)
+
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        lab_methods.get(algo).build_options(bad)

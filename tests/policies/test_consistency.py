@@ -91,3 +91,22 @@ def test_distillation_fits_the_teacher_and_is_cached(tmp_path):
     assert cached.reference is not None
     with pytest.raises(ValueError, match="n = 3 must divide the distillation grid 4"):
         base_consistency(teacher, none, **{**kw, "steps": 3})
+
+
+def test_cold_and_warm_cache_draw_the_same_global_random_numbers(tmp_path):
+    """lab/cache.py's promise: a run draws the same global random numbers whether the
+    distilled model is built (cold cache) or read (warm) — the distillation's student must
+    not draw from the global generator."""
+    torch.manual_seed(0)
+    teacher = DiffusionPolicy(2, hidden=(8,), steps=4, head_gain=1.0)
+
+    def none(n, g):
+        return None
+
+    kw = dict(steps=2, grid=2, distill_steps=2, batch=8, cache=tmp_path)
+    after = []
+    for _ in range(2):  # cold, then warm
+        torch.manual_seed(123)
+        base_consistency(teacher, none, **kw)
+        after.append(torch.rand(3))
+    assert torch.equal(after[0], after[1])

@@ -78,11 +78,13 @@ class ACFlowOptions:
         check_choice(name, "weight", self.weight, WEIGHTS)
         if isinstance(self.clip, (int, float)) and not self.clip > 0:  # NaN and <= 0
             raise ValueError(f"{name}.clip = {self.clip!r}; it must be > 0 (inf: no clip)")
-        for field in ("beta", "clip", "lr"):  # beta 0 gives w ≡ 1: plain CFM, not this method
-            check_range(name, field, getattr(self, field), low=0.0, low_open=True)
+        for field in ("beta", "lr"):  # beta 0 gives w ≡ 1: plain CFM, not this method
+            check_range(name, field, getattr(self, field), low=0.0, low_open=True, finite=True)
+        check_range(name, "clip", self.clip, low=0.0, low_open=True)  # inf: no clip
         # critic_lr = 0 freezes the zero-initialised critic: V ≡ 0 (the ORW special case)
-        for field in ("alpha", "critic_lr", "weight_decay", "grad_clip"):
-            check_range(name, field, getattr(self, field), low=0.0)
+        for field in ("alpha", "critic_lr", "weight_decay"):
+            check_range(name, field, getattr(self, field), low=0.0, finite=True)
+        check_range(name, "grad_clip", self.grad_clip, low=0.0, low_open=True)  # 0: no step
         if not isinstance(self.warmup, int) or isinstance(self.warmup, bool) or self.warmup < 0:
             raise ValueError(f"{name}.warmup = {self.warmup!r}; it must be a whole number >= 0")
 

@@ -40,8 +40,8 @@ def load_or_build(
 ) -> M:
     """The model whose weights (`part(model)`'s state dict) are cached at `path`: loaded
     into `fresh()` when the file is readable, else `build()` and saved atomically."""
-    # built whether or not the file is read: a run draws the same global random numbers
-    # with a cold cache as with a warm one
+    # built whether or not the file is read, and build() runs on a forked global generator:
+    # a run draws the same global random numbers with a cold cache as with a warm one
     model = fresh()
     if path.is_file():
         try:
@@ -50,7 +50,8 @@ def load_or_build(
         except Exception as err:  # noqa: BLE001  (a torn or foreign file: torch raises many kinds)
             log.warning("the cached %s %s is unreadable (%s): rebuilding it", what, path, err)
     started = time.perf_counter()
-    model = build()
+    with torch.random.fork_rng(devices=[]):  # whatever build() draws stays out of the run
+        model = build()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save(part(model).state_dict(), tmp)

@@ -87,6 +87,26 @@ def _learn(state, loss, grad_clip) -> float:
     return float(norm)
 
 
+def chain_ppo_update(state, rewards, old_logprobs, group_size: int, logprobs, options):
+    """The likelihood update over stored chains (flow_grpo_sde, rlcm): each sample a row,
+    its stochastic steps the token axis (G0.2), consecutive groups of `group_size`; the
+    registered `grpo` advantages and `ppo_clip` (±options.eps_clip), `options.epochs`
+    passes, each one `_learn` step. `logprobs()` re-scores the chains under the current
+    weights [B, T]. Returns (last loss, its ppo_clip metrics, last grad norm)."""
+    rows = Rollouts(
+        rewards=rewards,
+        response_mask=torch.ones_like(old_logprobs),
+        group_ids=torch.arange(rewards.shape[0]) // group_size,
+        logprobs=old_logprobs,
+    )
+    adv = grpo_advantages(rows, GRPOOptions())
+    cfg = PPOClipOptions(eps_low=options.eps_clip, eps_high=options.eps_clip)
+    for _ in range(options.epochs):
+        loss, pg = ppo_clip_loss(logprobs(), rows.logprobs, adv, rows.response_mask, cfg)
+        norm = _learn(state, loss, options.grad_clip)
+    return loss, pg, norm
+
+
 def _drift(policy, xt, tau, v, cond=None) -> torch.Tensor:
     """mean_d (v̂_θ − v̂_ref)² per row at the same (x^τ, τ, c) (the W2 / KL term, G0.5)."""
     return ((v - policy.ref_velocity(xt, tau, cond)) ** 2).mean(-1)
@@ -120,14 +140,19 @@ class DGPOOptions:
                 "noise levels it draws from without replacement"
             )
         check_range("dgpo", "clip", self.clip, low=0.0)
-        for name in ("beta_dpo", "adv_clip", "lr"):  # 0 would train on nothing
-            check_range("dgpo", name, getattr(self, name), low=0.0, low_open=True)
-        for name in ("beta_kl", "weight_decay", "grad_clip"):
-            check_range("dgpo", name, getattr(self, name), low=0.0)
+        for name in ("beta_dpo", "lr"):  # 0 would train on nothing; inf gives inf/NaN
+            check_range("dgpo", name, getattr(self, name), low=0.0, low_open=True, finite=True)
+        check_range("dgpo", "adv_clip", self.adv_clip, low=0.0, low_open=True)  # inf: no clip
+        for name in ("beta_kl", "weight_decay"):
+            check_range("dgpo", name, getattr(self, name), low=0.0, finite=True)
+        check_range("dgpo", "grad_clip", self.grad_clip, low=0.0, low_open=True)  # 0: no step
 
 
 def dgpo_init(problem, options: DGPOOptions, generator):
     state = _fresh(problem, options.lr, options.weight_decay)
+    if options.trunc + 1 > state["policy"].steps:  # the training levels must lie on the chain
+        K = state["policy"].steps
+        raise ValueError(f"dgpo.trunc = {options.trunc} needs trunc + 1 <= K = {K}")
     state["ema"] = _copy_without_reference(state["policy"])
     return state
 
@@ -136,8 +161,6 @@ def dgpo_step(problem, state, options: DGPOOptions, generator):
     policy, ema = state["policy"], state["ema"]
     G, n_groups = options.group_size, options.groups
     B = G * n_groups
-    if options.trunc + 1 > policy.steps:
-        raise ValueError(f"dgpo.trunc = {options.trunc} needs trunc + 1 <= K = {policy.steps}")
     # 1. rollouts with the deterministic ODE (the EMA weights after switch_ema_ref)
     roller = ema if state["step"] >= options.switch_ema_ref else policy
     task = generator_task(problem)
@@ -248,7 +271,10 @@ class ORWOptions:
     def __post_init__(self) -> None:
         check_range("orw_cfm_w2", "batch", self.batch, low=1)
         check_range("orw_cfm_w2", "refresh_every", self.refresh_every, low=1)
-        check_range("orw_cfm_w2", "alpha", self.alpha, low=0.0)
+        for name in ("alpha", "beta", "weight_decay"):  # beta 0: plain CFM
+            check_range("orw_cfm_w2", name, getattr(self, name), low=0.0, finite=True)
+        check_range("orw_cfm_w2", "lr", self.lr, low=0.0, low_open=True, finite=True)
+        check_range("orw_cfm_w2", "grad_clip", self.grad_clip, low=0.0, low_open=True)
 
 
 def orw_init(problem, options: ORWOptions, generator):
@@ -331,8 +357,14 @@ class FlowGRPOOptions:
     def __post_init__(self) -> None:
         check_range("flow_grpo_sde", "group_size", self.group_size, low=2)
         check_range("flow_grpo_sde", "groups", self.groups, low=1)
-        check_range("flow_grpo_sde", "noise_level", self.noise_level, low=0.0, low_open=True)
+        check_range(
+            "flow_grpo_sde", "noise_level", self.noise_level, low=0.0, low_open=True, finite=True
+        )
         check_range("flow_grpo_sde", "epochs", self.epochs, low=1)
+        check_range("flow_grpo_sde", "eps_clip", self.eps_clip, low=0.0, low_open=True)
+        check_range("flow_grpo_sde", "lr", self.lr, low=0.0, low_open=True, finite=True)
+        check_range("flow_grpo_sde", "weight_decay", self.weight_decay, low=0.0, finite=True)
+        check_range("flow_grpo_sde", "grad_clip", self.grad_clip, low=0.0, low_open=True)
 
 
 def fgrpo_init(problem, options: FlowGRPOOptions, generator):
@@ -347,20 +379,15 @@ def fgrpo_step(problem, state, options: FlowGRPOOptions, generator):
     task = generator_task(problem)
     cond = task.group_conditions(n_groups, G, generator)
     out = policy.sample("sde_flow", B, cond=cond, generator=generator, a=options.noise_level)
-    rows = Rollouts(
-        rewards=task.reward(out.sample, cond),
-        response_mask=torch.ones_like(out.logprobs),
-        group_ids=torch.arange(n_groups).repeat_interleave(G),
-        logprobs=out.logprobs,
-        extras={"chain": out.chain, "x_noise": out.x_noise},
-    )
     # 2. the registered grpo advantages and ppo_clip loss, unchanged
-    adv = grpo_advantages(rows, GRPOOptions())
-    cfg = PPOClipOptions(eps_low=options.eps_clip, eps_high=options.eps_clip)
-    for _ in range(options.epochs):
-        logp = chain_logprobs(policy, rows.extras["chain"], out.taus, cond, a=options.noise_level)
-        loss, pg = ppo_clip_loss(logp, rows.logprobs, adv, rows.response_mask, cfg)
-        norm = _learn(state, loss, options.grad_clip)
+    loss, pg, norm = chain_ppo_update(
+        state,
+        task.reward(out.sample, cond),
+        out.logprobs,
+        G,
+        lambda: chain_logprobs(policy, out.chain, out.taus, cond, a=options.noise_level),
+        options,
+    )
     with torch.no_grad():
         K = out.taus.shape[0]
         xt, tau = out.chain[:, :-1].reshape(-1, task.dim), out.taus.repeat(B).unsqueeze(-1)

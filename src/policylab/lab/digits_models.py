@@ -159,7 +159,9 @@ def _flow() -> DiffusionPolicy:
 
 
 def digits_flow_path(seed: int, steps: int, label_noise: float) -> Path:
-    """The cache file of the base flow (its settings' checksum in the name)."""
+    """The cache file of the base flow (its settings' checksum in the name); label_noise is
+    read as a float, so 0 and 0.0 name one file."""
+    label_noise = float(label_noise)
     settings = (
         f"digits-flow|{FLOW_HIDDEN}|{FLOW_STEPS}|{seed}|{steps}|{label_noise!r}|"
         f"{FLOW_BATCH}|{FLOW_LR}"

@@ -29,9 +29,11 @@ import torch.nn.functional as F
 from policylab.algebra import dpg
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method, lab_tasks
+from policylab.lab.dgpo import _learn
+from policylab.lab.dgpo import policy_of as _policy
 from policylab.lab.digits import base_digits_flow, classifier_a, classifier_b, pair_dist
 from policylab.lab.digits_data import CLASSES, DIM, load_digits_split
-from policylab.lab.generator_task import GeneratorTask
+from policylab.lab.generator_task import GeneratorTask, ode_samples
 from policylab.policies.diffusion import DiffusionPolicy
 from policylab.policies.residual_critic import CriticOnResidual
 from policylab.recipes.base import S
@@ -83,11 +85,6 @@ def subject_images(subject: int) -> torch.Tensor:
     exemplar = threes[chosen[subject]]
     order = torch.cdist(exemplar[None], threes)[0].argsort()
     return threes[order[:SUBJECT_SIZE]].clone()  # order[0] is the exemplar itself
-
-
-@torch.no_grad()
-def ode_samples(policy, noise: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-    return policy.sample("ode_euler", noise.shape[0], x_noise=noise, cond=cond).sample
 
 
 @torch.no_grad()
@@ -214,9 +211,9 @@ class PersonalOptions:
 
     def __post_init__(self) -> None:
         check_range(self.NAME, "batch", self.batch, low=1)
-        check_range(self.NAME, "prior_weight", self.prior_weight, low=0.0)
-        check_range(self.NAME, "lr", self.lr, low=0.0, low_open=True)
-        check_range(self.NAME, "weight_decay", self.weight_decay, low=0.0)
+        check_range(self.NAME, "prior_weight", self.prior_weight, low=0.0, finite=True)
+        check_range(self.NAME, "lr", self.lr, low=0.0, low_open=True, finite=True)
+        check_range(self.NAME, "weight_decay", self.weight_decay, low=0.0, finite=True)
         check_range(self.NAME, "grad_clip", self.grad_clip, low=0.0, low_open=True)
 
 
@@ -232,7 +229,7 @@ class DPGOptions(PersonalOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_range(self.NAME, "gamma", self.gamma, low=0.0, high=1.0, low_open=True)
-        check_range(self.NAME, "critic_lr", self.critic_lr, low=0.0, low_open=True)
+        check_range(self.NAME, "critic_lr", self.critic_lr, low=0.0, low_open=True, finite=True)
         check_range(self.NAME, "critic_hidden", self.critic_hidden, low=1)
 
 
@@ -282,10 +279,6 @@ def _restore(problem, options, saved) -> dict:
     return state
 
 
-def _policy(problem, state) -> DiffusionPolicy:
-    return state["policy"]
-
-
 def _rows(problem, options, generator):
     """A batch of `batch` instance rows (references drawn with replacement) and as many
     prior rows: x_0 [2b, 64], conditions [2b, 11], τ ~ U[0, 1] [2b, 1], ε [2b, 64]."""
@@ -301,15 +294,6 @@ def _rows(problem, options, generator):
     tau = torch.rand(2 * b, 1, generator=generator)
     eps = torch.randn(2 * b, DIM, generator=generator)
     return x0, cond, tau, eps
-
-
-def _learn(state, loss, grad_clip) -> float:
-    state["opt"].zero_grad()
-    loss.backward()
-    norm = torch.nn.utils.clip_grad_norm_(state["policy"].trainable(), grad_clip)
-    state["opt"].step()
-    state["step"] += 1
-    return float(norm)
 
 
 def dreambooth_step(problem, state, options, generator):

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from policylab.tabular.methods import Problem
+
 Tensor = torch.Tensor
 
 # the lab tasks that carry a GeneratorTask: every continuous-generator method runs on each
@@ -35,6 +37,27 @@ class GeneratorTask:
         """One condition per group, repeated for its `group_size` rows: [groups·G, C] or None."""
         cond = self.conditions(groups, generator)
         return None if cond is None else cond.repeat_interleave(group_size, 0)
+
+
+@torch.no_grad()
+def ode_samples(policy, noise: Tensor, cond: Tensor | None = None) -> Tensor:
+    """The tasks' evaluation samples: the policy's `ode_euler` sampler from fixed noise
+    [N, D] (and fixed conditions [N, C] on a conditional task)."""
+    return policy.sample("ode_euler", noise.shape[0], x_noise=noise, cond=cond).sample
+
+
+def generator_problem(base, value, metrics, task: GeneratorTask, **extras) -> Problem:
+    """The Problem of a continuous-generator lab task: the base flow as the starting policy
+    and the MDP slot, `optimum` 1 (the rewards' maximum), budget in generated samples, the
+    final `metrics`, the GeneratorTask and any further extras (eval noise, classifiers)."""
+    return Problem(
+        mdp=base,
+        value=value,
+        optimum=1.0,
+        initial_policy=base,
+        budget_unit="generated samples",
+        extras={"metrics": metrics, **extras, "generator": task},
+    )
 
 
 def generator_task(problem) -> GeneratorTask:

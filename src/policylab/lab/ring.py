@@ -22,7 +22,7 @@ import torch
 
 from policylab.lab import lab_tasks
 from policylab.lab.cache import cache_file, load_or_build
-from policylab.lab.generator_task import GeneratorTask
+from policylab.lab.generator_task import GeneratorTask, generator_problem, ode_samples
 from policylab.policies.diffusion import DiffusionPolicy
 from policylab.rewards.generated import ring_metrics, ring_mode, ring_sample
 from policylab.tabular.methods import Problem
@@ -81,11 +81,6 @@ def base_ring_flow(
     return policy
 
 
-@torch.no_grad()
-def ode_samples(policy: DiffusionPolicy, noise: torch.Tensor) -> torch.Tensor:
-    return policy.sample("ode_euler", noise.shape[0], x_noise=noise).sample
-
-
 def ring_batch_metrics(samples: torch.Tensor, cond=None) -> dict[str, float]:
     """The per-step metrics of a batch (G0.8): reward, mode entropy, on-manifold."""
     m = ring_metrics(samples)
@@ -114,23 +109,10 @@ def ring(
     def metrics(policy: DiffusionPolicy) -> dict[str, float]:
         return ring_metrics(ode_samples(policy, noise))
 
-    return Problem(
-        mdp=base,
-        value=value,
-        optimum=1.0,
-        initial_policy=base,
-        budget_unit="generated samples",
-        extras={
-            "metrics": metrics,
-            "eval_noise": noise,
-            "generator": GeneratorTask(
-                dim=2,
-                reward=ring_mode,
-                batch_metrics=ring_batch_metrics,
-                differentiable_reward=ring_mode,
-            ),
-        },
+    task = GeneratorTask(
+        dim=2, reward=ring_mode, batch_metrics=ring_batch_metrics, differentiable_reward=ring_mode
     )
+    return generator_problem(base, value, metrics, task, eval_noise=noise)
 
 
 lab_tasks.add("ring", ring)

@@ -1,6 +1,7 @@
 """ROCM and its policy-gradient comparator RLCM on the lab generator tasks
 (papers/seed_generative.md G4; Shekhar & Zhang, arXiv:2503.06171 — abstract only, no code:
-every ROCM method is `_provisional`).
+every regularised ROCM method is `_provisional`; `rocm_none`, the pathwise reward alone on
+the same inferred sampler, keeps the spec's name, G4.2).
 
 Both fine-tune the same distilled n-step consistency model (policies/consistency.py), built
 from the task's base flow (problem.mdp) and cached. One step = `batch` generated samples
@@ -22,13 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
-from policylab.algebra.advantages import GRPOOptions, grpo_advantages
 from policylab.algebra.divergence import gaussian_divergence, rocm_loss
-from policylab.algebra.losses import PPOClipOptions, ppo_clip_loss
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
 from policylab.lab.cache import cache_dir
-from policylab.lab.dgpo import checkpoint
+from policylab.lab.dgpo import _learn, chain_ppo_update, checkpoint, policy_of
 from policylab.lab.generator_task import GENERATOR_TASKS, generator_task
 from policylab.policies.consistency import (
     ConsistencyPolicy,
@@ -37,7 +36,6 @@ from policylab.policies.consistency import (
     consistency_logprobs,
 )
 from policylab.recipes.base import S
-from policylab.rollouts import Rollouts
 from policylab.tabular.methods import TabularMethod
 
 SPEC = "[spec G4.2]"
@@ -72,19 +70,6 @@ def _restore(problem, options, saved) -> dict:
     return state
 
 
-def policy_of(problem, state) -> ConsistencyPolicy:
-    return state["policy"]
-
-
-def _learn(state, loss, grad_clip) -> float:
-    state["opt"].zero_grad()
-    loss.backward()
-    norm = torch.nn.utils.clip_grad_norm_(state["policy"].trainable(), grad_clip)
-    state["opt"].step()
-    state["step"] += 1
-    return float(norm)
-
-
 def _flat(states: torch.Tensor, taus: torch.Tensor, cond):
     """[B, n, D] states and [n] times → rows [B·n, D], [B·n, 1] and conditions [B·n, C]."""
     B, n, D = states.shape
@@ -107,9 +92,9 @@ def _check_common(owner: str, o) -> None:
             "n-step grid j/n must lie on the distillation grid)"
         )
     check_range(owner, "distill_steps", o.distill_steps, low=0)
-    check_range(owner, "lr", o.lr, low=0.0, low_open=True)
-    for name in ("weight_decay", "grad_clip"):
-        check_range(owner, name, getattr(o, name), low=0.0)
+    check_range(owner, "lr", o.lr, low=0.0, low_open=True, finite=True)
+    check_range(owner, "weight_decay", o.weight_decay, low=0.0, finite=True)
+    check_range(owner, "grad_clip", o.grad_clip, low=0.0, low_open=True)  # 0: no step
 
 
 # ---- ROCM (pathwise) -----------------------------------------------------------------------
@@ -129,7 +114,7 @@ class ROCMOptions:
         check_range("rocm", "batch", self.batch, low=1)
         _check_common("rocm", self)
         for name in ("beta", "beta_last"):
-            check_range("rocm", name, getattr(self, name), low=0.0)
+            check_range("rocm", name, getattr(self, name), low=0.0, finite=True)
 
 
 def rocm_init(problem, options: ROCMOptions, generator, *, kind: str):
@@ -276,20 +261,15 @@ def rlcm_step(problem, state, options: RLCMOptions, generator):
     with torch.no_grad():
         out = policy.sample("consistency", B, cond=cond, generator=generator)
         old = consistency_logprobs(policy, out.chain, out.taus, cond)
-    rows = Rollouts(
-        rewards=task.reward(out.sample, cond),
-        response_mask=torch.ones_like(old),
-        group_ids=torch.arange(n_groups).repeat_interleave(G),
-        logprobs=old,
-        extras={"chain": out.chain, "x_noise": out.x_noise},
+    # 2. the registered grpo advantages and ppo_clip loss, unchanged (as flow_grpo_sde)
+    loss, pg, norm = chain_ppo_update(
+        state,
+        task.reward(out.sample, cond),
+        old,
+        G,
+        lambda: consistency_logprobs(policy, out.chain, out.taus, cond),
+        options,
     )
-    # 2. the registered grpo advantages and ppo_clip loss, unchanged
-    adv = grpo_advantages(rows, GRPOOptions())
-    cfg = PPOClipOptions(eps_low=options.eps_clip, eps_high=options.eps_clip)
-    for _ in range(options.epochs):
-        logp = consistency_logprobs(policy, rows.extras["chain"], out.taus, cond)
-        loss, pg = ppo_clip_loss(logp, rows.logprobs, adv, rows.response_mask, cfg)
-        norm = _learn(state, loss, options.grad_clip)
     with torch.no_grad():
         drift = float((clean_gap(policy, out.chain[:, : policy.steps], out.taus, cond) ** 2).mean())
     metrics = {
