@@ -184,3 +184,36 @@ def test_an_infinite_weight_or_rate_and_a_zero_grad_clip_are_refused(algo, bad):
 
     with pytest.raises(ValueError, match=next(iter(bad))):
         lab_methods.get(algo).build_options(bad)
+
+
+def test_a_rocm_run_scores_from_its_own_start_the_distilled_model(tmp_path):
+    """ROCM starts from the distilled consistency model, not the task's base flow: the
+    run's start value is measured on it, so its first score is 0 (it was not before)."""
+    import json
+
+    import yaml
+
+    from policylab import train
+    from policylab.lab.catalogue import lab_methods, lab_tasks
+
+    method = lab_methods.get("rocm_none")
+    assert method.own_start and lab_methods.get("rlcm").own_start
+    assert not lab_methods.get("dgpo").own_start
+    folder = tmp_path / "run"
+    train(
+        task="lab/ring",
+        algo="rocm_none",
+        budget=64,
+        eval_every=1,
+        knobs={"eval_samples": 64},
+        options={"batch": 64},
+        run_dir=str(folder),
+        progress=False,
+    )
+    config = yaml.safe_load((folder / "config.yaml").read_text())
+    base = lab_tasks.get("ring")(seed=0, eval_samples=64).initial
+    start = config["resolved"]["initial_value"]
+    assert start != base  # the distilled model's value, not the base flow's
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    first = next(r for r in rows if r.get("kind") == "eval")
+    assert first["eval/score"] == 0.0 and first["oracle/value"] == start

@@ -182,6 +182,7 @@ def _register_rocm(name: str, kind: str, defaults: dict, title: str) -> None:
     add_method(
         TabularMethod(
             tasks=GENERATOR_TASKS,
+            own_start=True,  # the distilled consistency model, not the task's base flow
             name=name,
             title=title,
             paper=PAPER,
@@ -287,6 +288,7 @@ def rlcm_step(problem, state, options: RLCMOptions, generator):
 add_method(
     TabularMethod(
         tasks=GENERATOR_TASKS,
+        own_start=True,  # the distilled consistency model, not the task's base flow
         name="rlcm",
         title="RLCM-style PG: consistency chains, grpo, ppo_clip over the re-noisings",
         paper="after RLCM (Oertell et al., arXiv:2404.03673; code Owen-Oertell/rlcm, not read)",

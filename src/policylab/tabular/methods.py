@@ -76,6 +76,9 @@ class TabularMethod:
     # a resumed run rebuilds the state from it; None keeps the state as it is
     checkpoint: Callable[[State], dict[str, Any]] | None = None
     restore: Callable[..., State] | None = None  # (problem, options, saved) -> state
+    # the method starts from a policy of its own (ROCM's distilled consistency model), not the
+    # task's initial policy: the run's start value (and its score's scale) is measured on it
+    own_start: bool = False
 
     @property
     def citations(self) -> dict[str, str]:

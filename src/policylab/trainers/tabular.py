@@ -58,6 +58,10 @@ def _train(cfg: TabularConfig, resume: bool) -> TabularResult:
     method = methods.get(cfg.algo)
     options = method.build_options(cfg.options)  # an unknown option fails before the folder
     problem = build(cfg.task, cfg.seed, **cfg.knobs)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    state = method.init(problem, options, generator)
+    if method.own_start:  # the score's zero is where this method starts
+        problem.initial = float(problem.value(method.policy(problem, state)))
     resolved = {
         "options": dataclasses.asdict(options),
         "budget_unit": problem.budget_unit,
@@ -65,8 +69,6 @@ def _train(cfg: TabularConfig, resume: bool) -> TabularResult:
         "initial_value": problem.initial,
     }
     run = Run(cfg.folder, {**cfg.model_dump(), "resolved": resolved}, resume=resume)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    state = method.init(problem, options, generator)
     step, spent, evals, elapsed_before = 0, 0, [], 0.0
     restored = run.load_checkpoint() if resume else None
     if restored is not None:
