@@ -27,13 +27,14 @@ from policylab.algebra.divergence import gaussian_divergence, rocm_loss
 from policylab.algebra.options import check_range, option
 from policylab.lab import add_method
 from policylab.lab.cache import cache_dir
-from policylab.lab.dgpo import _learn, chain_ppo_update, checkpoint, policy_of
+from policylab.lab.dgpo import _batch_metrics, _learn, chain_ppo_update, checkpoint, policy_of
 from policylab.lab.generator_task import GENERATOR_TASKS, generator_task
 from policylab.policies.consistency import (
     ConsistencyPolicy,
     base_consistency,
     consistency_chain,
     consistency_logprobs,
+    renoising_logprobs,
 )
 from policylab.recipes.base import S
 from policylab.tabular.methods import TabularMethod
@@ -146,8 +147,7 @@ def rocm_step(problem, state, options: ROCMOptions, generator, *, kind: str):
     # 3. metrics on the detached sample (the task's reward, as every method reports it)
     x = out.sample.detach()
     metrics = {
-        **task.batch_metrics(x, cond),
-        "ref/drift": float((gap.detach() ** 2).mean()),
+        **_batch_metrics(problem, x, cond, float((gap.detach() ** 2).mean())),
         "cost": B,
         "loss": float(loss.detach()),
         "grad/norm": norm,
@@ -261,7 +261,7 @@ def rlcm_step(problem, state, options: RLCMOptions, generator):
     cond = task.group_conditions(n_groups, G, generator)
     with torch.no_grad():
         out = policy.sample("consistency", B, cond=cond, generator=generator)
-        old = consistency_logprobs(policy, out.chain, out.taus, cond)
+        old = renoising_logprobs(out.chain, out.clean, out.taus)  # the sampler's f_θ
     # 2. the registered grpo advantages and ppo_clip loss, unchanged (as flow_grpo_sde)
     loss, pg, norm = chain_ppo_update(
         state,
@@ -274,13 +274,12 @@ def rlcm_step(problem, state, options: RLCMOptions, generator):
     with torch.no_grad():
         drift = float((clean_gap(policy, out.chain[:, : policy.steps], out.taus, cond) ** 2).mean())
     metrics = {
-        **task.batch_metrics(out.sample, cond),
-        "ref/drift": drift,
+        **_batch_metrics(problem, out.sample, cond, drift),
         "cost": B,
         "loss": float(loss.detach()),
         "grad/norm": norm,
         "pg/clipfrac": pg["pg/clipfrac"],
-        "cost/nfe": policy.steps + 2 * (policy.steps - 1),
+        "cost/nfe": policy.steps + options.epochs * (policy.steps - 1),  # sampling, training
     }
     return state, metrics
 

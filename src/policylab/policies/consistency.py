@@ -222,9 +222,18 @@ def consistency_logprobs(
     re-noisings of a stored chain [B, n + 1, D] (differentiable): RLCM's likelihood rows
     (G4.2). The last step, x̂_n = f_θ(x_n, τ_n), has no noise and no density. Returns
     [B, n − 1]."""
-    out = []
-    for j in range(taus.shape[0] - 1):
-        x, nxt = chain[:, j], taus[j + 1]
-        mean = nxt * policy.clean(x, taus[j].expand(x.shape[0], 1), cond)
-        out.append(gaussian_step_logprob(chain[:, j + 1], mean, 1 - nxt))
+    cleans = [
+        policy.clean(chain[:, j], taus[j].expand(chain.shape[0], 1), cond)
+        for j in range(taus.shape[0] - 1)
+    ]
+    return renoising_logprobs(chain, torch.stack(cleans, 1), taus)
+
+
+def renoising_logprobs(chain: torch.Tensor, clean: torch.Tensor, taus: torch.Tensor):
+    """The re-noisings' step log-densities from clean estimates already made (the sampler's
+    `clean` [B, ≥ n − 1, D]): no network pass. [B, n − 1]."""
+    out = [
+        gaussian_step_logprob(chain[:, j + 1], taus[j + 1] * clean[:, j], 1 - taus[j + 1])
+        for j in range(taus.shape[0] - 1)
+    ]
     return torch.stack(out, 1)

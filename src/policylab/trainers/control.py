@@ -331,9 +331,8 @@ def check_init_policy(cfg: ControlConfig) -> None:
     """init_policy must be a ControlPolicy.save file whose run's policy kind (recipes'
     `policy`) is this run's: e.g. a ppo (mlp) file cannot start a dppo (diffusion_chain)
     run. Shapes are checked when the weights load (`warm_start`)."""
-    data = torch.load(Path(cfg.init_policy), weights_only=True, map_location="cpu")
-    saved = data.get("config") if isinstance(data, dict) else None
-    if not isinstance(saved, dict) or "policy" not in data:
+    saved = policy_file(cfg.init_policy).get("config")
+    if not isinstance(saved, dict):
         raise ValueError(
             f"init_policy={cfg.init_policy!r}: not a policy file written by ControlPolicy.save"
         )
@@ -348,14 +347,18 @@ def check_init_policy(cfg: ControlConfig) -> None:
         )
 
 
+def policy_file(path: str) -> dict:
+    """The contents of a ControlPolicy.save file (its "policy" weights, its "config")."""
+    data = torch.load(Path(path), weights_only=True, map_location="cpu")
+    if not isinstance(data, dict) or data.get("policy") is None:
+        raise ValueError(f"init_policy={path!r}: not a policy file written by ControlPolicy.save")
+    return data
+
+
 def warm_start(policy: torch.nn.Module, path: str) -> None:
     """Load the weights (and observation statistics) of a ControlPolicy.save file."""
-    data = torch.load(Path(path), weights_only=True, map_location="cpu")
-    weights = data.get("policy") if isinstance(data, dict) else None
-    if weights is None:
-        raise ValueError(f"init_policy={path!r}: not a policy file written by ControlPolicy.save")
     try:
-        policy.load_state_dict(weights)
+        policy.load_state_dict(policy_file(path)["policy"])
     except RuntimeError as err:
         raise ValueError(
             f"init_policy={path!r} does not fit this run's policy ({type(policy).__name__}): {err}"
